@@ -1,0 +1,75 @@
+// The npusim command line. This is the only place where exceptions become messages and exit statuses.
+#include <CLI/CLI.hpp>
+
+#include <iostream>
+#include <string>
+#include <vector>
+
+#include "cli/info_command.hpp"
+#include "common/config/loader.hpp"
+#include "common/util/error.hpp"
+
+namespace {
+
+constexpr int kExitError = 1;  // bad input or a failed simulation
+constexpr int kExitUsage = 2;  // bad command line
+
+struct ConfigOptions {
+  std::string config{npusim::config::kDefaultConfig};
+  std::vector<std::string> sets;
+};
+
+void add_config_options(CLI::App& cmd, ConfigOptions& opts) {
+  std::string names;
+  for (const auto& b : npusim::config::builtin_configs()) names += (names.empty() ? "" : ", ") + std::string(b.name);
+  cmd.add_option("--config", opts.config, "chip config: a built-in name (" + names + ") or a YAML file")
+      ->capture_default_str();
+  cmd.add_option("--set", opts.sets, "override a config key, e.g. --set l2.capacity=96MiB (repeatable)")
+      ->type_name("KEY=VALUE");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"npusim: a cycle-approximate Da Vinci-style NPU simulator with its software stack"};
+  app.require_subcommand(1);
+  app.set_version_flag("--version", "npusim 0.1.0");
+
+  ConfigOptions info_opts;
+  bool info_json = false;
+  CLI::App* info = app.add_subcommand("info", "print the device facts of a chip config, like npu-smi info");
+  add_config_options(*info, info_opts);
+  info->add_flag("--json", info_json, "print one JSON object instead of the table");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForAllHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::CallForVersion& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return kExitUsage;
+  }
+
+  try {
+    if (*info) {
+      const auto loaded = npusim::config::load_config(info_opts.config, info_opts.sets);
+      const auto facts = npusim::cli::device_facts(loaded);
+      if (info_json) {
+        std::cout << facts.dump(2) << "\n";
+      } else {
+        std::cout << npusim::cli::format_device_facts(facts);
+      }
+    }
+  } catch (const npusim::InputError& e) {
+    std::cerr << "npusim: error: " << e.what() << "\n";
+    return kExitError;
+  } catch (const std::exception& e) {
+    std::cerr << "npusim: internal error: " << e.what() << "\n";
+    return kExitError;
+  }
+  return 0;
+}

@@ -1,0 +1,324 @@
+#include "common/config/loader.hpp"
+
+#include <yaml-cpp/yaml.h>
+
+#include <algorithm>
+#include <filesystem>
+#include <fstream>
+#include <optional>
+#include <set>
+#include <sstream>
+
+#include "common/util/error.hpp"
+
+namespace npusim::config {
+namespace fs = std::filesystem;
+
+std::string Origin::describe() const {
+  if (line > 0) return file + ":" + std::to_string(line);
+  return file;
+}
+
+namespace {
+
+struct Entry {
+  std::string value;
+  Origin origin;
+  bool used = false;
+};
+
+// A config flattened to dotted keys. Groups are remembered too, so a missing key can point at its group.
+struct Flat {
+  std::map<std::string, Entry> leaves;
+  std::map<std::string, Origin> groups;
+};
+
+struct Source {
+  std::string name;     // shown in messages
+  std::string text;     // YAML
+  fs::path directory;   // for relative `extends:`; empty for built-ins
+};
+
+class Errors {
+ public:
+  void add(const Origin& where, std::string_view key, std::string_view msg) {
+    std::string line = where.describe();
+    if (!key.empty()) line += ": key '" + std::string(key) + "'";
+    line += ": " + std::string(msg);
+    lines_.push_back(std::move(line));
+  }
+  void add_raw(std::string msg) { lines_.push_back(std::move(msg)); }
+  bool any() const { return !lines_.empty(); }
+  [[noreturn]] void raise() const {
+    std::string msg = "invalid config";
+    if (lines_.size() == 1) {
+      msg += ": " + lines_.front();
+    } else {
+      msg += " (" + std::to_string(lines_.size()) + " problems):";
+      for (const auto& l : lines_) msg += "\n  " + l;
+    }
+    throw ConfigError(msg);
+  }
+  void raise_if_any() const {
+    if (any()) raise();
+  }
+
+ private:
+  std::vector<std::string> lines_;
+};
+
+std::optional<std::string_view> builtin_text(std::string_view name) {
+  for (const auto& b : builtin_configs()) {
+    if (b.name == name) return b.yaml;
+  }
+  return std::nullopt;
+}
+
+std::string builtin_names() {
+  std::string out;
+  for (const auto& b : builtin_configs()) {
+    if (!out.empty()) out += ", ";
+    out += b.name;
+  }
+  return out;
+}
+
+Source resolve(std::string_view spec, const fs::path& relative_to, const Origin& asked_at) {
+  auto ends_with = [&](std::string_view suffix) {
+    return spec.size() > suffix.size() && spec.substr(spec.size() - suffix.size()) == suffix;
+  };
+  const bool looks_like_path = spec.find('/') != std::string_view::npos || ends_with(".yaml") || ends_with(".yml");
+  if (!looks_like_path) {
+    if (auto text = builtin_text(spec)) {
+      return {"<built-in " + std::string(spec) + ">", std::string(*text), {}};
+    }
+  }
+  fs::path p(spec);
+  if (p.is_relative() && !relative_to.empty()) p = relative_to / p;
+  std::ifstream in(p, std::ios::binary);
+  if (!in) {
+    std::string msg = "config '" + std::string(spec) + "' is neither a built-in config (" + builtin_names() +
+                      ") nor a readable file";
+    if (!asked_at.file.empty()) msg = asked_at.describe() + ": key 'extends': " + msg;
+    throw ConfigError(msg);
+  }
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return {p.lexically_normal().string(), ss.str(), p.parent_path()};
+}
+
+void flatten(const YAML::Node& node, const std::string& prefix, const std::string& file, Flat& out, Errors& errors) {
+  for (auto it = node.begin(); it != node.end(); ++it) {
+    const YAML::Node& k = it->first;
+    const YAML::Node& val = it->second;
+    Origin where{file, k.Mark().line + 1};
+    if (!k.IsScalar()) {
+      errors.add(where, "", "keys must be plain names");
+      continue;
+    }
+    const std::string key = prefix.empty() ? k.Scalar() : prefix + "." + k.Scalar();
+    if (key == "extends") continue;  // handled by the caller
+    if (val.IsMap()) {
+      out.groups[key] = where;
+      flatten(val, key, file, out, errors);
+    } else if (val.IsScalar()) {
+      out.leaves[key] = Entry{val.Scalar(), where};
+    } else if (val.IsNull()) {
+      errors.add(where, key, "has no value");
+    } else {
+      errors.add(where, key, "expected a single value, not a list");
+    }
+  }
+}
+
+void load_flat(const Source& src, Flat& out, std::set<std::string>& chain, Errors& errors) {
+  if (!chain.insert(src.name).second) {
+    throw ConfigError(src.name + ": 'extends' forms a cycle");
+  }
+  YAML::Node root;
+  try {
+    root = YAML::Load(src.text);
+  } catch (const YAML::Exception& e) {
+    throw ConfigError(src.name + ":" + std::to_string(e.mark.line + 1) + ": YAML syntax error: " + e.msg);
+  }
+  if (!root.IsMap()) {
+    throw ConfigError(src.name + ":1: a chip config must be a YAML mapping of keys to values");
+  }
+  if (const YAML::Node parent = root["extends"]) {
+    Origin where{src.name, parent.Mark().line + 1};
+    if (!parent.IsScalar()) throw ConfigError(where.describe() + ": key 'extends': expected a config name or file");
+    load_flat(resolve(parent.Scalar(), src.directory, where), out, chain, errors);
+  }
+  Flat mine;
+  flatten(root, "", src.name, mine, errors);
+  for (auto& [k, e] : mine.leaves) out.leaves[k] = std::move(e);
+  for (auto& [k, g] : mine.groups) out.groups.try_emplace(k, g);
+}
+
+void apply_overrides(const std::vector<std::string>& overrides, Flat& flat) {
+  for (const std::string& o : overrides) {
+    const auto eq = o.find('=');
+    if (eq == std::string::npos || eq == 0) {
+      throw ConfigError("--set '" + o + "': expected key=value, e.g. --set l2.capacity=96MiB");
+    }
+    const std::string key = o.substr(0, eq);
+    flat.leaves[key] = Entry{o.substr(eq + 1), Origin{"--set " + o, 0}};
+  }
+}
+
+// Levenshtein distance, for "did you mean" hints on unknown keys.
+std::size_t distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t prev = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      std::size_t cur = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, prev + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      prev = cur;
+    }
+  }
+  return row[b.size()];
+}
+
+// Fills a ChipConfig from the flattened entries, recording every problem.
+class Filler : public Visitor {
+ public:
+  Filler(Flat& flat, Errors& errors, std::string top) : flat_(flat), errors_(errors), top_(std::move(top)) {}
+
+  std::map<std::string, Origin> origins;
+
+  void begin_group(std::string_view name, std::string_view) override { path_.emplace_back(name); }
+  void end_group() override { path_.pop_back(); }
+
+  void integer(std::string_view key, std::uint64_t& value, Unit unit, Default<std::uint64_t> def,
+               std::string_view) override {
+    fill(key, value, def, [unit](const std::string& t) { return parse_integer(t, unit); });
+  }
+  void real(std::string_view key, double& value, Unit unit, Default<double> def, std::string_view) override {
+    fill(key, value, def, [unit](const std::string& t) { return parse_real(t, unit); });
+  }
+  void boolean(std::string_view key, bool& value, Default<bool> def, std::string_view) override {
+    fill(key, value, def, [](const std::string& t) { return parse_bool(t); });
+  }
+  void text(std::string_view key, std::string& value, Default<std::string> def, std::string_view,
+            std::initializer_list<std::string_view> choices) override {
+    std::vector<std::string> allowed(choices.begin(), choices.end());
+    fill(key, value, def, [allowed](const std::string& t) {
+      if (!allowed.empty() && std::find(allowed.begin(), allowed.end(), t) == allowed.end()) {
+        std::string list;
+        for (const auto& a : allowed) list += (list.empty() ? "" : ", ") + a;
+        throw std::invalid_argument("'" + t + "' is not one of: " + list);
+      }
+      return t;
+    });
+  }
+
+  Origin origin_of(const std::string& key) const {
+    if (auto it = origins.find(key); it != origins.end()) return it->second;
+    return Origin{top_ + " (default value)", 0};
+  }
+
+ private:
+  std::string full(std::string_view key) const {
+    std::string f;
+    for (const auto& p : path_) f += p + ".";
+    return f + std::string(key);
+  }
+
+  // Where a missing key should have been: its nearest enclosing group, else the top file.
+  Origin missing_origin(const std::string& key) const {
+    std::string k = key;
+    while (true) {
+      auto dot = k.rfind('.');
+      if (dot == std::string::npos) break;
+      k = k.substr(0, dot);
+      if (auto it = flat_.groups.find(k); it != flat_.groups.end()) return it->second;
+    }
+    return Origin{top_, 1};
+  }
+
+  template <typename T, typename Parse>
+  void fill(std::string_view key, T& value, const Default<T>& def, Parse parse) {
+    const std::string k = full(key);
+    auto it = flat_.leaves.find(k);
+    if (it == flat_.leaves.end()) {
+      if (def) {
+        value = *def;
+      } else {
+        errors_.add(missing_origin(k), k, "missing required key");
+      }
+      return;
+    }
+    it->second.used = true;
+    origins[k] = it->second.origin;
+    try {
+      value = parse(it->second.value);
+    } catch (const std::invalid_argument& e) {
+      errors_.add(it->second.origin, k, e.what());
+    }
+  }
+
+  Flat& flat_;
+  Errors& errors_;
+  std::string top_;
+  std::vector<std::string> path_;
+};
+
+LoadedConfig finish(Flat& flat, const std::string& top, Errors& errors) {
+  LoadedConfig out;
+  out.source = top;
+  Filler filler(flat, errors, top);
+  reflect(filler, out.chip);
+
+  const std::vector<KeyInfo> schema = describe_schema();
+  for (const auto& [key, entry] : flat.leaves) {
+    if (entry.used) continue;
+    std::string hint;
+    std::size_t best = 4;  // only suggest close matches
+    for (const KeyInfo& info : schema) {
+      std::size_t d = distance(key, info.key);
+      if (d < best) {
+        best = d;
+        hint = info.key;
+      }
+    }
+    std::string msg = flat.groups.count(key) ? "unknown group" : "unknown key";
+    if (!hint.empty()) msg += " (did you mean '" + hint + "'?)";
+    errors.add(entry.origin, key, msg);
+  }
+  errors.raise_if_any();  // consistency checks assume well-formed values
+
+  for (const Problem& p : check_consistency(out.chip)) {
+    errors.add(filler.origin_of(p.key), p.key, p.message);
+  }
+  errors.raise_if_any();
+  out.origins = std::move(filler.origins);
+  return out;
+}
+
+LoadedConfig load_source(const Source& src, const std::vector<std::string>& overrides) {
+  Flat flat;
+  Errors errors;
+  std::set<std::string> chain;
+  load_flat(src, flat, chain, errors);
+  apply_overrides(overrides, flat);
+  return finish(flat, src.name, errors);
+}
+
+}  // namespace
+
+LoadedConfig load_config(std::string_view spec, const std::vector<std::string>& overrides) {
+  LoadedConfig c = load_source(resolve(spec, {}, Origin{}), overrides);
+  c.source = std::string(spec);
+  return c;
+}
+
+LoadedConfig load_config_text(std::string_view yaml, std::string_view source_name,
+                              const std::vector<std::string>& overrides) {
+  fs::path dir = fs::path(source_name).parent_path();
+  return load_source(Source{std::string(source_name), std::string(yaml), dir}, overrides);
+}
+
+}  // namespace npusim::config

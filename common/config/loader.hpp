@@ -1,0 +1,43 @@
+// Loading a chip config: YAML files or built-in configs, `extends:` inheritance, `--set key=value` overrides, and
+// errors that name file, line and key.
+#pragma once
+
+#include <map>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "common/config/chip_config.hpp"
+
+namespace npusim::config {
+
+// The built-in configs (configs/*.yaml compiled into the binary).
+struct BuiltinConfig {
+  std::string_view name;
+  std::string_view yaml;
+};
+const std::vector<BuiltinConfig>& builtin_configs();
+inline constexpr std::string_view kDefaultConfig = "910b";
+
+// Where a value came from: "configs/910b.yaml:12", "--set", or "default".
+struct Origin {
+  std::string file;
+  int line = 0;  // 1-based; 0 when not from a file
+  std::string describe() const;
+};
+
+struct LoadedConfig {
+  ChipConfig chip;
+  std::map<std::string, Origin> origins;  // every key set explicitly, with where it was set
+  std::string source;                     // the file or built-in name asked for
+};
+
+// `spec` is a built-in name or a path to a YAML file. `overrides` are "a.b.c=value" strings (from --set), applied
+// after every file. Throws ConfigError listing every problem found, each with file, line and key.
+LoadedConfig load_config(std::string_view spec, const std::vector<std::string>& overrides = {});
+
+// The same from YAML text; `source_name` is used in messages and to resolve a relative `extends:` path.
+LoadedConfig load_config_text(std::string_view yaml, std::string_view source_name,
+                              const std::vector<std::string>& overrides = {});
+
+}  // namespace npusim::config

@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Sets everything up and runs the whole test suite with ctest (each test case in its own process).
+#   scripts/test.sh [--sanitize] [extra ctest arguments...]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+build_dir=build
+setup_args=()
+if [ "${1:-}" = "--sanitize" ]; then
+  build_dir=build-asan; setup_args=(--sanitize); shift
+fi
+scripts/setup.sh "${setup_args[@]}"
+jobs=$(nproc 2>/dev/null || echo 2)
+exec ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" "$@"

@@ -1,0 +1,206 @@
+#include "traces/chrome_trace.hpp"
+
+#include <cinttypes>
+#include <cmath>
+#include <cstdio>
+#include <stdexcept>
+
+namespace npusim::traces {
+
+Arg arg(std::string key, std::string value) { return Arg{std::move(key), std::move(value), false}; }
+
+Arg arg(std::string key, double value) {
+  char buf[64];
+  std::snprintf(buf, sizeof buf, "%.17g", value);
+  return Arg{std::move(key), buf, true};
+}
+
+void write_json_string(std::ostream& out, std::string_view s) {
+  out.put('"');
+  for (char ch : s) {
+    const auto c = static_cast<unsigned char>(ch);
+    switch (c) {
+      case '"': out << "\\\""; break;
+      case '\\': out << "\\\\"; break;
+      case '\n': out << "\\n"; break;
+      case '\r': out << "\\r"; break;
+      case '\t': out << "\\t"; break;
+      default:
+        if (c < 0x20) {
+          char buf[8];
+          std::snprintf(buf, sizeof buf, "\\u%04x", c);
+          out << buf;
+        } else {
+          out.put(ch);
+        }
+    }
+  }
+  out.put('"');
+}
+
+namespace {
+
+// Microseconds with three decimals: nanosecond precision without float noise.
+void write_us(std::ostream& out, double ns) {
+  char buf[48];
+  const double r = std::round(ns);
+  if (std::fabs(ns - r) < 1e-6 && std::fabs(r) < 9.0e15) {
+    const auto v = static_cast<std::int64_t>(r);
+    std::snprintf(buf, sizeof buf, "%" PRId64 ".%03" PRId64, v / 1000, v % 1000);
+  } else {
+    std::snprintf(buf, sizeof buf, "%.6f", ns / 1000.0);
+  }
+  out << buf;
+}
+
+}  // namespace
+
+ChromeTraceWriter::ChromeTraceWriter(const std::string& path)
+    : file_(std::make_unique<std::ofstream>(path, std::ios::binary | std::ios::trunc)), path_(path) {
+  if (!*file_) throw std::runtime_error("cannot open trace file '" + path + "' for writing");
+  out_ = file_.get();
+  *out_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+}
+
+ChromeTraceWriter::ChromeTraceWriter(std::ostream& out) : out_(&out) {
+  *out_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
+}
+
+ChromeTraceWriter::~ChromeTraceWriter() {
+  try {
+    close();
+  } catch (...) {
+    // A destructor must not throw; a failed flush was already reported by close() when called explicitly.
+  }
+}
+
+void ChromeTraceWriter::close() {
+  if (closed_) return;
+  closed_ = true;
+  *out_ << "\n]}\n";
+  out_->flush();
+  if (file_) {
+    file_->close();
+    if (!*file_) throw std::runtime_error("error writing trace file '" + path_ + "'");
+  }
+}
+
+void ChromeTraceWriter::begin_event() {
+  if (closed_) throw std::logic_error("trace event written after close()");
+  if (!first_) *out_ << ",\n";
+  first_ = false;
+  ++events_;
+}
+
+void ChromeTraceWriter::write_common(std::string_view ph, int pid, int tid, std::string_view name, double ts_ns) {
+  begin_event();
+  *out_ << "{\"ph\":\"" << ph << "\",\"pid\":" << pid << ",\"tid\":" << tid << ",\"name\":";
+  write_json_string(*out_, name);
+  *out_ << ",\"ts\":";
+  write_us(*out_, ts_ns);
+}
+
+void ChromeTraceWriter::write_args(const Args& args) {
+  if (args.empty()) return;
+  *out_ << ",\"args\":{";
+  bool first = true;
+  for (const Arg& a : args) {
+    if (!first) *out_ << ',';
+    first = false;
+    write_json_string(*out_, a.key);
+    out_->put(':');
+    if (a.numeric) {
+      *out_ << a.value;
+    } else {
+      write_json_string(*out_, a.value);
+    }
+  }
+  out_->put('}');
+}
+
+int ChromeTraceWriter::add_process(std::string_view name, int sort_index) {
+  const int pid = next_pid_++;
+  begin_event();
+  *out_ << "{\"ph\":\"M\",\"pid\":" << pid << ",\"tid\":0,\"name\":\"process_name\",\"args\":{\"name\":";
+  write_json_string(*out_, name);
+  *out_ << "}}";
+  begin_event();
+  *out_ << "{\"ph\":\"M\",\"pid\":" << pid << ",\"tid\":0,\"name\":\"process_sort_index\",\"args\":{\"sort_index\":"
+        << sort_index << "}}";
+  return pid;
+}
+
+int ChromeTraceWriter::add_track(int pid, std::string_view name, int sort_index) {
+  const int tid = ++next_tid_[pid];
+  begin_event();
+  *out_ << "{\"ph\":\"M\",\"pid\":" << pid << ",\"tid\":" << tid << ",\"name\":\"thread_name\",\"args\":{\"name\":";
+  write_json_string(*out_, name);
+  *out_ << "}}";
+  begin_event();
+  *out_ << "{\"ph\":\"M\",\"pid\":" << pid << ",\"tid\":" << tid
+        << ",\"name\":\"thread_sort_index\",\"args\":{\"sort_index\":" << sort_index << "}}";
+  return tid;
+}
+
+void ChromeTraceWriter::check_nesting(int pid, int tid, std::string_view name, double start_ns, double end_ns) {
+  const auto key = std::make_pair(pid, tid);
+  auto [it, fresh] = last_start_.try_emplace(key, start_ns);
+  if (!fresh) {
+    if (start_ns < it->second) {
+      throw std::logic_error("trace slice '" + std::string(name) + "' on pid " + std::to_string(pid) + " tid " +
+                             std::to_string(tid) + " written out of start order");
+    }
+    it->second = start_ns;
+  }
+  std::vector<double>& stack = open_[key];
+  while (!stack.empty() && stack.back() <= start_ns) stack.pop_back();
+  if (!stack.empty() && end_ns > stack.back()) {
+    throw std::logic_error("trace slice '" + std::string(name) + "' on pid " + std::to_string(pid) + " tid " +
+                           std::to_string(tid) + " overlaps an enclosing slice without nesting in it");
+  }
+  stack.push_back(end_ns);
+}
+
+void ChromeTraceWriter::slice(int pid, int tid, std::string_view name, double start_ns, double dur_ns,
+                              std::string_view category, const Args& args) {
+  if (dur_ns < 0 || start_ns < 0) throw std::logic_error("trace slice with negative time: " + std::string(name));
+  check_nesting(pid, tid, name, start_ns, start_ns + dur_ns);
+  write_common("X", pid, tid, name, start_ns);
+  *out_ << ",\"dur\":";
+  write_us(*out_, dur_ns);
+  if (!category.empty()) {
+    *out_ << ",\"cat\":";
+    write_json_string(*out_, category);
+  }
+  write_args(args);
+  out_->put('}');
+}
+
+void ChromeTraceWriter::instant(int pid, int tid, std::string_view name, double ts_ns, const Args& args) {
+  write_common("i", pid, tid, name, ts_ns);
+  *out_ << ",\"s\":\"t\"";
+  write_args(args);
+  out_->put('}');
+}
+
+void ChromeTraceWriter::counter(int pid, std::string_view name, double ts_ns,
+                                const std::vector<std::pair<std::string, double>>& values) {
+  Args args;
+  args.reserve(values.size());
+  for (const auto& [k, v] : values) args.push_back(arg(k, v));
+  write_common("C", pid, 0, name, ts_ns);
+  write_args(args);
+  out_->put('}');
+}
+
+void ChromeTraceWriter::flow_begin(std::uint64_t id, int pid, int tid, std::string_view name, double ts_ns) {
+  write_common("s", pid, tid, name, ts_ns);
+  *out_ << ",\"cat\":\"flow\",\"id\":" << id << '}';
+}
+
+void ChromeTraceWriter::flow_end(std::uint64_t id, int pid, int tid, std::string_view name, double ts_ns) {
+  write_common("f", pid, tid, name, ts_ns);
+  *out_ << ",\"cat\":\"flow\",\"bp\":\"e\",\"id\":" << id << '}';
+}
+
+}  // namespace npusim::traces

@@ -1,0 +1,27 @@
+// Structural checks of a Chrome trace, the rules Perfetto's importer relies on. Used by the tests of every layer
+// that writes traces, and usable on any trace file.
+#pragma once
+
+#include <nlohmann/json_fwd.hpp>
+#include <string>
+#include <vector>
+
+namespace npusim::traces {
+
+struct TraceCheck {
+  std::vector<std::string> problems;  // empty when the trace follows the rules
+  std::size_t slices = 0;
+  std::size_t counters = 0;
+  std::size_t flows = 0;  // matched begin/end pairs
+  bool ok() const { return problems.empty(); }
+};
+
+// Checks: a top-level object with a `traceEvents` array; every event has `ph`, integer `pid` and `tid` and a
+// non-negative numeric `ts` (metadata excepted); complete slices have a non-negative `dur` and nest on each track;
+// counters carry numeric args; every flow id has exactly one begin and one end, the end not before the begin, and
+// each flow point lies inside a slice of its track; every track that has events was named.
+TraceCheck check_trace(const nlohmann::json& trace);
+// Reads and parses a file first; a parse failure is reported as a problem.
+TraceCheck check_trace_file(const std::string& path);
+
+}  // namespace npusim::traces
