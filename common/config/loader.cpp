@@ -108,9 +108,10 @@ Source resolve(std::string_view spec, const fs::path& relative_to, const Origin&
 }
 
 void flatten(const YAML::Node& node, const std::string& prefix, const std::string& file, Flat& out, Errors& errors) {
-  for (auto it = node.begin(); it != node.end(); ++it) {
-    const YAML::Node& k = it->first;
-    const YAML::Node& val = it->second;
+  for (const auto& kv : node) {
+    // Copies, not references: yaml-cpp's iterator yields its key/value pair as a temporary.
+    const YAML::Node k = kv.first;
+    const YAML::Node val = kv.second;
     Origin where{file, k.Mark().line + 1};
     if (!k.IsScalar()) {
       errors.add(where, "", "keys must be plain names");
