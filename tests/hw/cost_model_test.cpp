@@ -1,0 +1,65 @@
+// The cost formulas against hand-computed values from their documented formulas, on two configs.
+#include "hw/core/cost_model.hpp"
+
+#include <gtest/gtest.h>
+
+#include "common/config/loader.hpp"
+
+namespace npusim::hw::core {
+namespace {
+
+TEST(CostModel, MmadIsFractalStepsPlusLatency) {
+  const config::ChipConfig c = config::load_config("910b").chip;
+  // 128x64x256 fp16: 8 x 16 x 4 = 512 steps of 1 cycle + 16 latency.
+  EXPECT_EQ(mmad_cycles(c.cube, c.cube.fp16, 128, 64, 256), 512u + 16u);
+  // Partial fractals round up: 17x17x17 -> 2 x 2 x 2 steps.
+  EXPECT_EQ(mmad_cycles(c.cube, c.cube.fp16, 17, 17, 17), 8u + 16u);
+  // int8 has K0 = 32: 16x64x16 -> 1 x 1 x 2 steps.
+  EXPECT_EQ(mmad_cycles(c.cube, c.cube.int8, 16, 64, 16), 2u + 16u);
+  // fp32: K0 = 8 at 2 cycles per step: 16x16x16 -> 2 steps x 2 cycles.
+  EXPECT_EQ(mmad_cycles(c.cube, c.cube.fp32, 16, 16, 16), 4u + 16u);
+  EXPECT_EQ(mmad_cycles(c.cube, c.cube.fp16, 0, 16, 16), 0u);
+}
+
+TEST(CostModel, MmadFollowsTheConfig) {
+  const config::ChipConfig c = config::load_config("tiny", {"cube.latency=3", "cube.fp16.cycles=2"}).chip;
+  EXPECT_EQ(mmad_cycles(c.cube, c.cube.fp16, 32, 32, 32), 8u * 2u + 3u);
+}
+
+TEST(CostModel, VectorIsVendorFormula) {
+  const config::ChipConfig c = config::load_config("910b").chip;
+  // HARDWARE.md: cycles = latency + 2 x repeats - 1; vadd latency 6, vexp 12.
+  EXPECT_EQ(vector_cycles(c.vector, c.vector.latency.add, 1), 6u + 2u - 1u);
+  EXPECT_EQ(vector_cycles(c.vector, c.vector.latency.add, 255), 6u + 510u - 1u);
+  EXPECT_EQ(vector_cycles(c.vector, c.vector.latency.exp, 8), 12u + 16u - 1u);
+  EXPECT_EQ(vector_cycles(c.vector, c.vector.latency.add, 0), 0u);
+  const config::ChipConfig d = config::load_config("910b", {"vector.cycles_per_repeat=1"}).chip;
+  EXPECT_EQ(vector_cycles(d.vector, d.vector.latency.add, 100), 6u + 100u - 1u);
+}
+
+TEST(CostModel, CopyIsSetupPlusBytesOverRate) {
+  const config::ChipConfig c = config::load_config("910b").chip;
+  // GM -> UB: 30 setup + 32 KiB / 110 B per cycle = 30 + ceil(297.9) = 328.
+  EXPECT_EQ(copy_cycles(c.mte.gm_to_ub, 32768), 30u + 298u);
+  // L1 -> L0A at 512 B/cycle: 4 + 64 KiB / 512 = 4 + 128.
+  EXPECT_EQ(copy_cycles(c.mte.l1_to_l0a, 65536), 4u + 128u);
+  EXPECT_EQ(copy_cycles(c.mte.ub_to_gm, 1), 30u + 1u);
+  EXPECT_EQ(copy_cycles(c.mte.ub_to_gm, 0), 0u);
+}
+
+// Property: doubling a path's rate halves the bandwidth-bound part of a large copy (exactly, for divisible sizes).
+TEST(CostModel, DoublingARateHalvesTheTransferPart) {
+  const config::ChipConfig a = config::load_config("910b", {"mte.ub_to_gm.bytes_per_cycle=64"}).chip;
+  const config::ChipConfig b = config::load_config("910b", {"mte.ub_to_gm.bytes_per_cycle=128"}).chip;
+  const std::uint64_t bytes = 1 << 20;
+  EXPECT_EQ(copy_cycles(a.mte.ub_to_gm, bytes) - a.mte.ub_to_gm.setup_cycles,
+            2 * (copy_cycles(b.mte.ub_to_gm, bytes) - b.mte.ub_to_gm.setup_cycles));
+}
+
+TEST(CostModel, Scalar) {
+  const config::ChipConfig c = config::load_config("910b", {"scalar.cycles_per_instruction=3"}).chip;
+  EXPECT_EQ(scalar_cycles(c.scalar, 10), 30u);
+}
+
+}  // namespace
+}  // namespace npusim::hw::core
