@@ -1,7 +1,5 @@
 #include "hw/sim/clock.hpp"
 
-#include <cmath>
-
 namespace npusim::hw {
 
 Clock::Clock(double hz) : hz_(hz) {
@@ -9,12 +7,11 @@ Clock::Clock(double hz) : hz_(hz) {
   period_ = sc_core::sc_time(1e12 / hz, sc_core::SC_PS);
 }
 
-std::uint64_t Clock::to_cycles(const sc_core::sc_time& t) const {
-  return static_cast<std::uint64_t>(std::floor(t.value() / static_cast<double>(period_.value()) + 1e-9));
-}
+// Both are whole numbers of resolution units, so integer division is exact.
+std::uint64_t Clock::to_cycles(const sc_core::sc_time& t) const { return t.value() / period_.value(); }
 
 std::uint64_t Clock::to_cycles_ceil(const sc_core::sc_time& t) const {
-  return static_cast<std::uint64_t>(std::ceil(t.value() / static_cast<double>(period_.value()) - 1e-9));
+  return (t.value() + period_.value() - 1) / period_.value();
 }
 
 }  // namespace npusim::hw

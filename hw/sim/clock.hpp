@@ -16,7 +16,7 @@ class Clock {
 
   double hz() const { return hz_; }
   // Duration of n cycles. The period is rounded to the SystemC time resolution (1 ps by default), once.
-  sc_core::sc_time cycles(std::uint64_t n) const { return period_ * static_cast<double>(n); }
+  sc_core::sc_time cycles(std::uint64_t n) const { return sc_core::sc_time::from_value(period_.value() * n); }
   // Whole cycles elapsed at time t (rounded down), e.g. for reports.
   std::uint64_t to_cycles(const sc_core::sc_time& t) const;
   // Cycles elapsed at time t, rounded up: the first cycle edge at or after t.

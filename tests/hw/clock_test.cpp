@@ -18,6 +18,12 @@ TEST(Clock, RoundTrip) {
   EXPECT_EQ(c.to_cycles(sc_core::sc_time(150, sc_core::SC_NS)), 150u);
   EXPECT_EQ(c.to_cycles(sc_core::sc_time(150.5, sc_core::SC_NS)), 150u);
   EXPECT_EQ(c.to_cycles_ceil(sc_core::sc_time(150.5, sc_core::SC_NS)), 151u);
+  EXPECT_EQ(c.to_cycles_ceil(sc_core::sc_time(150, sc_core::SC_NS)), 150u);
+  // Long spans stay exact: 2x10^13 cycles at 556 ps is past 2^53 ps, where a double product would round.
+  Clock f(1.8e9);
+  const std::uint64_t n = 20'000'000'000'123ull;
+  EXPECT_EQ(f.cycles(n).value(), 556ull * n);
+  EXPECT_EQ(f.to_cycles(f.cycles(n)), n);
 }
 
 // A thread that waits n cycles ends at exactly n periods of simulated time.
