@@ -1,11 +1,14 @@
 // The npusim command line. This is the only place where exceptions become messages and exit statuses.
 #include <CLI/CLI.hpp>
+#include <systemc>
 
+#include <cstdlib>
 #include <iostream>
 #include <string>
 #include <vector>
 
 #include "cli/info_command.hpp"
+#include "cli/kernel_command.hpp"
 #include "common/config/loader.hpp"
 #include "common/util/error.hpp"
 
@@ -30,7 +33,8 @@ void add_config_options(CLI::App& cmd, ConfigOptions& opts) {
 
 }  // namespace
 
-int main(int argc, char** argv) {
+// libsystemc owns main() and calls sc_main() (SystemC elaborates once per process).
+int sc_main(int argc, char** argv) {
   CLI::App app{"npusim: a cycle-approximate Da Vinci-style NPU simulator with its software stack"};
   app.require_subcommand(1);
   app.set_version_flag("--version", "npusim 0.1.0");
@@ -40,6 +44,18 @@ int main(int argc, char** argv) {
   CLI::App* info = app.add_subcommand("info", "print the device facts of a chip config, like npu-smi info");
   add_config_options(*info, info_opts);
   info->add_flag("--json", info_json, "print one JSON object instead of the table");
+
+  npusim::cli::KernelOptions kopts;
+  ConfigOptions kernel_cfg;
+  CLI::App* kernel = app.add_subcommand("kernel", "run a built-in sample kernel on the simulated chip");
+  kernel->add_option("name", kopts.name, "sample kernel")->required();
+  add_config_options(*kernel, kernel_cfg);
+  kernel->add_option("-p,--param", kopts.params, "kernel parameter (repeatable)")->type_name("KEY=VALUE");
+  kernel->add_flag("--json", kopts.json, "print one JSON object (keys in docs/metrics.md)");
+  kernel->add_flag("--check", kopts.check, "run in functional mode and compare with the CPU reference (exit 3 on mismatch)");
+  kernel->add_flag("--functional", kopts.functional, "compute real values (default: timing-only, same cycles)");
+  kernel->add_option("--trace", kopts.trace, "write a Chrome/Perfetto trace to FILE")->type_name("FILE");
+  kernel->footer("Sample kernels:\n" + npusim::cli::describe_kernels());
 
   try {
     app.parse(argc, argv);
@@ -55,6 +71,11 @@ int main(int argc, char** argv) {
   }
 
   try {
+    if (*kernel) {
+      kopts.config = kernel_cfg.config;
+      kopts.sets = kernel_cfg.sets;
+      return npusim::cli::run_kernel_command(kopts);
+    }
     if (*info) {
       const auto loaded = npusim::config::load_config(info_opts.config, info_opts.sets);
       const auto facts = npusim::cli::device_facts(loaded);

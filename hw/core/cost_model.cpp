@@ -1,6 +1,8 @@
 #include "hw/core/cost_model.hpp"
 
+#include <algorithm>
 #include <cmath>
+#include <vector>
 
 namespace npusim::hw::core {
 namespace {
@@ -22,6 +24,117 @@ std::uint64_t copy_cycles(const config::PathParams& path, std::uint64_t bytes) {
   if (bytes == 0) return 0;
   // A fractional rate (e.g. 86 B/cycle) still moves whole bytes: the last cycle is partly used.
   return path.setup_cycles + static_cast<std::uint64_t>(std::ceil(static_cast<double>(bytes) / path.bytes_per_cycle));
+}
+
+}  // namespace npusim::hw::core
+
+namespace npusim::hw::core {
+
+std::uint64_t vector_op_latency(const config::VectorLatencies& l, isa::Op op) {
+  using isa::Op;
+  switch (op) {
+    case Op::kAdd: return l.add;
+    case Op::kSub: return l.sub;
+    case Op::kMul: return l.mul;
+    case Op::kDiv: return l.div;
+    case Op::kMax: return l.max;
+    case Op::kMin: return l.min;
+    case Op::kAdds: return l.adds;
+    case Op::kMuls: return l.muls;
+    case Op::kMaxs: return l.maxs;
+    case Op::kMins: return l.mins;
+    case Op::kExp: return l.exp;
+    case Op::kLn: return l.ln;
+    case Op::kAbs: return l.abs;
+    case Op::kSqrt: return l.sqrt;
+    case Op::kRsqrt: return l.rsqrt;
+    case Op::kReciprocal: return l.reciprocal;
+    case Op::kRelu: return l.relu;
+    case Op::kCast: return l.cast;
+    case Op::kDuplicate: return l.duplicate;
+    case Op::kReduceSum: case Op::kReduceMax: case Op::kReduceMin:
+    case Op::kBlockReduceSum: case Op::kBlockReduceMax: case Op::kBlockReduceMin: return l.reduce;
+    case Op::kCompare: return l.compare;
+    case Op::kSelect: return l.select;
+    case Op::kTranspose: return l.transpose;
+    default: return 0;
+  }
+}
+
+std::uint64_t vector_cycles_per_repeat(const config::ChipConfig& cfg, const isa::Instr& in) {
+  const std::uint64_t base = cfg.vector.cycles_per_repeat;
+  if (!cfg.vector.bank_conflicts || cfg.buffers.ub.bank_groups == 0 || in.op == isa::Op::kTranspose) return base;
+  const std::uint64_t groups = cfg.buffers.ub.bank_groups, block = cfg.vector.block_bytes;
+  std::vector<std::uint64_t> reads(groups, 0), writes(groups, 0);
+  const std::uint32_t lanes = isa::vector_lanes(in);
+  auto touch = [&](const isa::VecOperand& o, isa::DType t, std::vector<std::uint64_t>& count) {
+    const std::uint64_t blocks = (static_cast<std::uint64_t>(lanes) * isa::dtype_bytes(t) + 31) / 32;
+    for (std::uint64_t b = 0; b < blocks; ++b) ++count[((o.addr + b * o.blk_stride) / block) % groups];
+  };
+  const bool binary = in.op >= isa::Op::kAdd && in.op <= isa::Op::kMin;
+  const isa::DType src_t = in.op == isa::Op::kCast ? in.src_dtype : in.dtype;
+  if (in.op != isa::Op::kDuplicate) touch(in.vec.src0, src_t, reads);
+  if (binary || in.op == isa::Op::kCompare || in.op == isa::Op::kSelect) touch(in.vec.src1, src_t, reads);
+  const bool reduce = in.op >= isa::Op::kReduceSum && in.op <= isa::Op::kBlockReduceMin;
+  if (!reduce && in.op != isa::Op::kCompare) touch(in.vec.dst, in.dtype, writes);
+  std::uint64_t worst = base;
+  for (std::uint64_t g = 0; g < groups; ++g) worst = std::max({worst, reads[g], writes[g]});
+  return worst;
+}
+
+const config::PathParams* copy_path(const config::ChipConfig& cfg, const isa::Instr& in) {
+  using isa::Space;
+  const Space d = in.dst_space, s = in.src_space;
+  switch (in.op) {
+    case isa::Op::kFixpipe: return &cfg.fixpipe;
+    case isa::Op::kCopyL0cToUb: return &cfg.mte.l0c_to_ub;
+    case isa::Op::kLoad2d: return d == Space::kL0B ? &cfg.mte.l1_to_l0b : &cfg.mte.l1_to_l0a;
+    case isa::Op::kCopyNd2Nz: return &cfg.mte.gm_to_l1;
+    case isa::Op::kCopy:
+    case isa::Op::kCopyPad:
+      if (s == Space::kGm) return d == Space::kL1 ? &cfg.mte.gm_to_l1 : &cfg.mte.gm_to_ub;
+      if (d == Space::kGm) return &cfg.mte.ub_to_gm;
+      if (s == Space::kL1 && d == Space::kUb) return &cfg.mte.l1_to_ub;
+      if (s == Space::kUb && d == Space::kL1) return &cfg.mte.ub_to_l1;
+      return nullptr;
+    default: return nullptr;
+  }
+}
+
+InstrCost instr_cost(const config::ChipConfig& cfg, const isa::Instr& in) {
+  using isa::Op;
+  InstrCost c;
+  if (const config::PathParams* path = copy_path(cfg, in)) {
+    const std::uint64_t bytes = isa::payload_bytes(in);
+    c.cycles = copy_cycles(*path, bytes);
+    c.setup = bytes ? path->setup_cycles : 0;
+    if (bytes && (in.src_space == isa::Space::kGm || in.dst_space == isa::Space::kGm)) {
+      c.gm = true;
+      c.gm_write = in.dst_space == isa::Space::kGm;
+      c.gm_addr = c.gm_write ? in.dst : in.src0;
+      c.gm_bytes = bytes;
+    }
+    return c;
+  }
+  if (in.op == Op::kMmad) {
+    const config::FractalParams* f = &cfg.cube.fp16;
+    switch (in.src_dtype) {
+      case isa::DType::kBf16: f = &cfg.cube.bf16; break;
+      case isa::DType::kInt8: f = &cfg.cube.int8; break;
+      case isa::DType::kFp32: f = &cfg.cube.fp32; break;
+      default: break;
+    }
+    c.cycles = mmad_cycles(cfg.cube, *f, in.cube.m, in.cube.k, in.cube.n);
+    return c;
+  }
+  if (isa::is_vector_op(in.op)) {
+    if (in.vec.repeat == 0) return c;
+    const std::uint64_t cpr = vector_cycles_per_repeat(cfg, in);
+    // latency + cycles_per_repeat x repeats - 1 (vector_cycles), with the refined per-repeat cost.
+    c.cycles = vector_op_latency(cfg.vector.latency, in.op) + cpr * in.vec.repeat - 1;
+    return c;
+  }
+  return c;  // synchronisation: no occupancy
 }
 
 }  // namespace npusim::hw::core

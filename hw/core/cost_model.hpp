@@ -5,6 +5,7 @@
 #include <cstdint>
 
 #include "common/config/chip_config.hpp"
+#include "hw/isa/instr.hpp"
 
 namespace npusim::hw::core {
 
@@ -26,5 +27,30 @@ std::uint64_t copy_cycles(const config::PathParams& path, std::uint64_t bytes);
 inline std::uint64_t scalar_cycles(const config::ScalarParams& s, std::uint64_t instructions) {
   return s.cycles_per_instruction * instructions;
 }
+
+// The per-op latency key of a vector instruction: vector.latency.<op> (Cast: cast, reductions: reduce, ...).
+std::uint64_t vector_op_latency(const config::VectorLatencies& lat, isa::Op op);
+
+// UB bank-group refinement (vector.bank_conflicts): a bank group serves one 32 B block read and one block write
+// per cycle, and the block at UB address a sits in group (a / vector.block_bytes) % buffers.ub.bank_groups. A
+// repeat then costs max(vector.cycles_per_repeat, most reads in one group, most writes in one group) cycles,
+// evaluated on the instruction's first repeat (strides repeat the pattern). Returns cycles_per_repeat when off.
+std::uint64_t vector_cycles_per_repeat(const config::ChipConfig& cfg, const isa::Instr& in);
+
+// The copy path an instruction moves its data over (mte.<path> or fixpipe), or null for non-copies.
+const config::PathParams* copy_path(const config::ChipConfig& cfg, const isa::Instr& in);
+
+// What an instruction costs its pipe. `cycles` is the occupancy from the formulas above; a GM access additionally
+// waits for the GM port (the pipe is busy until the port accepted the last byte) and its data is done when the port
+// says so. The GM transfer starts `setup` cycles into the instruction.
+struct InstrCost {
+  std::uint64_t cycles = 0;
+  std::uint64_t setup = 0;
+  bool gm = false;
+  bool gm_write = false;
+  std::uint64_t gm_addr = 0;
+  std::uint64_t gm_bytes = 0;
+};
+InstrCost instr_cost(const config::ChipConfig& cfg, const isa::Instr& in);
 
 }  // namespace npusim::hw::core

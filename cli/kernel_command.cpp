@@ -1,0 +1,115 @@
+#include "cli/kernel_command.hpp"
+
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <memory>
+#include <sstream>
+
+#include "common/config/loader.hpp"
+#include "common/util/error.hpp"
+#include "firmware/kernel/launch.hpp"
+#include "firmware/kernel/report.hpp"
+#include "firmware/kernel/samples/samples.hpp"
+#include "hw/chip/chip.hpp"
+#include "hw/chip/pipe_trace.hpp"
+#include "traces/chrome_trace.hpp"
+
+namespace npusim::cli {
+
+namespace samples = fw::kernel::samples;
+
+std::string describe_kernels() {
+  std::ostringstream os;
+  for (const samples::Sample& s : samples::all_samples()) {
+    os << "  " << s.name << ": " << s.summary << "\n";
+    std::istringstream lines(s.params);
+    for (std::string line; std::getline(lines, line);) os << "      -p " << line << "\n";
+  }
+  return os.str();
+}
+
+int run_kernel_command(const KernelOptions& opts) {
+  const samples::Sample* sample = samples::find_sample(opts.name);
+  if (!sample) {
+    std::string names;
+    for (const auto& s : samples::all_samples()) names += (names.empty() ? "" : ", ") + s.name;
+    throw InputError("no sample kernel named '" + opts.name + "' (there are: " + names + ")");
+  }
+  std::map<std::string, std::string> values;
+  for (const std::string& kv : opts.params) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) throw InputError("-p '" + kv + "': expected key=value");
+    values[kv.substr(0, eq)] = kv.substr(eq + 1);
+  }
+  const config::LoadedConfig loaded = config::load_config(opts.config, opts.sets);
+  const hw::core::Mode mode =
+      (opts.check || opts.functional) ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
+
+  std::unique_ptr<traces::ChromeTraceWriter> writer;
+  std::vector<std::unique_ptr<hw::chip::PipeTrace>> tracers;
+  if (!opts.trace.empty()) {
+    try {
+      writer = std::make_unique<traces::ChromeTraceWriter>(opts.trace);
+    } catch (const std::exception& e) {
+      throw InputError(std::string("--trace: ") + e.what());
+    }
+  }
+  hw::chip::Chip chip(loaded.chip, mode, [&](const hw::core::CoreIdentity& id) -> hw::core::TraceSink* {
+    if (!writer) return nullptr;
+    tracers.push_back(std::make_unique<hw::chip::PipeTrace>(*writer, id, loaded.chip.clock.core_hz,
+                                                             static_cast<int>(id.index)));
+    return tracers.back().get();
+  });
+
+  samples::Params params(values);
+  samples::SampleRun run = sample->prepare(params, chip);
+  params.reject_unused(opts.name);
+
+  const fw::kernel::LaunchResult result = fw::kernel::launch(chip, run.spec);
+  nlohmann::json report = fw::kernel::launch_report(result, chip, run.spec.name);
+  nlohmann::json kernel = {{"name", opts.name}, {"params", values}};
+  for (const auto& [k, v] : run.facts) kernel[k] = v;
+  if (run.facts.count("ideal_cycles") && report["cycles"].get<double>() > 0)
+    kernel["efficiency"] = run.facts.at("ideal_cycles") / report["cycles"].get<double>();
+  if (run.facts.count("macs") && report["cycles"].get<double>() > 0)
+    kernel["macs_per_cycle"] = run.facts.at("macs") / report["cycles"].get<double>();
+  report["kernel"] = kernel;
+
+  int status = 0;
+  if (opts.check) {
+    if (!run.check) throw InputError("kernel " + opts.name + " has no CPU reference to check against");
+    const samples::CheckResult c = run.check(chip);
+    report["check"] = {{"max_abs_err", c.max_abs_err}, {"max_rel_err", c.max_rel_err}, {"passed", c.passed}};
+    if (!c.passed) status = 3;
+  }
+  if (writer) {
+    for (auto& t : tracers) t->flush();
+    writer->close();
+    report["trace"] = opts.trace;
+  }
+
+  if (opts.json) {
+    std::cout << report.dump(2) << "\n";
+  } else {
+    std::cout << std::fixed << std::setprecision(3);
+    std::cout << "kernel " << opts.name << " on " << loaded.chip.name << " ("
+              << (mode == hw::core::Mode::kFunctional ? "functional" : "timing-only") << ")\n";
+    std::cout << "  cycles      " << report["cycles"].get<std::uint64_t>() << "\n";
+    std::cout << "  time        " << report["time_us"].get<double>() << " us\n";
+    if (kernel.contains("efficiency")) std::cout << "  efficiency  " << kernel["efficiency"].get<double>() << " of peak\n";
+    std::cout << "  pipes busy ";
+    for (auto& [k, v] : report["tasks"][0]["pipes"].items()) std::cout << " " << k << "=" << v.get<double>();
+    std::cout << "\n  overlap    ";
+    for (auto& [k, v] : report["overlap"].items()) std::cout << " " << k << "=" << v.get<double>();
+    std::cout << "\n";
+    if (report.contains("check"))
+      std::cout << "  check       " << (report["check"]["passed"].get<bool>() ? "passed" : "FAILED")
+                << " (max abs err " << report["check"]["max_abs_err"].get<double>() << ")\n";
+    if (writer) std::cout << "  trace       " << opts.trace << "\n";
+  }
+  if (status) std::cerr << "npusim: error: kernel " << opts.name << ": output does not match the CPU reference\n";
+  return status;
+}
+
+}  // namespace npusim::cli

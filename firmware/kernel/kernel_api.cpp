@@ -1,0 +1,313 @@
+#include "firmware/kernel/kernel_api.hpp"
+
+#include <algorithm>
+#include <string>
+
+namespace npusim::fw::kernel {
+
+using hw::isa::Instr;
+using hw::isa::Op;
+using hw::isa::Space;
+
+EventPipes event_pipes(HardEvent e) {
+  switch (e) {
+    case HardEvent::MTE2_V: return {PIPE_MTE2, PIPE_V};
+    case HardEvent::V_MTE2: return {PIPE_V, PIPE_MTE2};
+    case HardEvent::V_MTE3: return {PIPE_V, PIPE_MTE3};
+    case HardEvent::MTE3_V: return {PIPE_MTE3, PIPE_V};
+    case HardEvent::MTE2_MTE1: return {PIPE_MTE2, PIPE_MTE1};
+    case HardEvent::MTE1_MTE2: return {PIPE_MTE1, PIPE_MTE2};
+    case HardEvent::MTE1_M: return {PIPE_MTE1, PIPE_M};
+    case HardEvent::M_MTE1: return {PIPE_M, PIPE_MTE1};
+    case HardEvent::M_FIX: return {PIPE_M, PIPE_FIX};
+    case HardEvent::FIX_M: return {PIPE_FIX, PIPE_M};
+    case HardEvent::M_V: return {PIPE_M, PIPE_V};
+    case HardEvent::V_M: return {PIPE_V, PIPE_M};
+    case HardEvent::MTE2_S: return {PIPE_MTE2, PIPE_S};
+    case HardEvent::S_MTE2: return {PIPE_S, PIPE_MTE2};
+    case HardEvent::V_S: return {PIPE_V, PIPE_S};
+    case HardEvent::S_V: return {PIPE_S, PIPE_V};
+    case HardEvent::MTE3_S: return {PIPE_MTE3, PIPE_S};
+    case HardEvent::S_MTE3: return {PIPE_S, PIPE_MTE3};
+    case HardEvent::MTE3_MTE2: return {PIPE_MTE3, PIPE_MTE2};
+    case HardEvent::MTE2_MTE3: return {PIPE_MTE2, PIPE_MTE3};
+    case HardEvent::FIX_S: return {PIPE_FIX, PIPE_S};
+    case HardEvent::S_FIX: return {PIPE_S, PIPE_FIX};
+    case HardEvent::FIX_MTE2: return {PIPE_FIX, PIPE_MTE2};
+    case HardEvent::MTE2_FIX: return {PIPE_MTE2, PIPE_FIX};
+  }
+  return {PIPE_S, PIPE_S};
+}
+
+Space position_space(TPosition p) {
+  switch (p) {
+    case TPosition::GM: return Space::kGm;
+    case TPosition::VECIN: case TPosition::VECOUT: case TPosition::VECCALC: case TPosition::CO2: return Space::kUb;
+    case TPosition::A1: case TPosition::B1: return Space::kL1;
+    case TPosition::A2: return Space::kL0A;
+    case TPosition::B2: return Space::kL0B;
+    case TPosition::CO1: return Space::kL0C;
+  }
+  return Space::kUb;
+}
+
+namespace detail {
+
+void issue(Instr in) { ctx().engine->issue(std::move(in)); }
+
+void bad_param(const std::string& api, const std::string& what, SourceLoc where) {
+  const KernelContext& c = ctx();
+  throw hw::core::KernelError("core " + c.engine->identity().name + " (block " + std::to_string(c.block_idx) + "): " +
+                              api + " at " + hw::isa::format_loc(where) + ": " + what);
+}
+
+Instr copy_instr(Space dst_space, std::uint64_t dst, Space src_space, std::uint64_t src, std::uint32_t nburst,
+                 std::uint32_t burst_bytes, std::uint32_t src_gap, std::uint32_t dst_gap, SourceLoc where) {
+  Instr in;
+  in.op = Op::kCopy;
+  in.dst_space = dst_space;
+  in.src_space = src_space;
+  in.dst = dst;
+  in.src0 = src;
+  in.copy.nburst = nburst;
+  in.copy.burst_bytes = burst_bytes;
+  in.copy.src_gap = src_gap;
+  in.copy.dst_gap = dst_gap;
+  in.where = where;
+  if (nburst == 0 || nburst > 4095) bad_param("DataCopy", "blockCount must be 1..4095, got " + std::to_string(nburst), where);
+  return in;
+}
+
+hw::isa::Round to_round(RoundMode m) {
+  switch (m) {
+    case RoundMode::CAST_RINT: case RoundMode::CAST_NONE: return hw::isa::Round::kNearestEven;
+    case RoundMode::CAST_ROUND: return hw::isa::Round::kNearestAway;
+    case RoundMode::CAST_FLOOR: return hw::isa::Round::kFloor;
+    case RoundMode::CAST_CEIL: return hw::isa::Round::kCeil;
+    case RoundMode::CAST_TRUNC: return hw::isa::Round::kTowardZero;
+  }
+  return hw::isa::Round::kNearestEven;
+}
+
+namespace {
+Instr vec_instr(const VecSpec& s, SourceLoc where) {
+  Instr in;
+  in.op = s.op;
+  in.dtype = s.dtype;
+  in.src_dtype = s.src_dtype;
+  in.vec.dst.addr = s.dst;
+  in.vec.src0.addr = s.src0;
+  in.vec.src1.addr = s.src1;
+  in.vec.scalar = s.scalar;
+  in.vec.round = s.round;
+  in.vec.cmp = s.cmp;
+  in.src1 = s.sel_mask;
+  in.where = where;
+  return in;
+}
+}  // namespace
+
+void vec_count(const VecSpec& s, std::uint64_t count, SourceLoc where) {
+  KernelContext& c = ctx();
+  Instr base = vec_instr(s, where);
+  const std::uint32_t lanes = hw::isa::vector_lanes(base);
+  const std::uint32_t ds = hw::isa::dtype_bytes(s.dtype), ss = hw::isa::dtype_bytes(s.src_dtype);
+  const bool bits_out = s.op == Op::kCompare, bits_in = s.op == Op::kSelect;
+  // Mask outputs take lanes/8 bytes per repeat; keep each instruction's start 32 B-aligned.
+  std::uint64_t max_rep = std::max<std::uint64_t>(c.engine->config().vector.max_repeat, 1);
+  if ((bits_out || bits_in) && lanes / 8 < 32) max_rep -= max_rep % (32 / (lanes / 8));
+  const std::uint32_t dst_step = bits_out ? lanes / 8 : lanes * ds;
+  const std::uint32_t src_step = lanes * (s.op == Op::kCast ? ss : ds);
+  std::uint64_t done = 0;  // repeats issued so far
+  const std::uint64_t full = count / lanes, tail = count % lanes;
+  auto emit = [&](std::uint64_t first, std::uint64_t repeats, const hw::isa::Mask& mask) {
+    Instr in = base;
+    in.vec.repeat = static_cast<std::uint32_t>(repeats);
+    in.vec.mask = mask;
+    in.vec.dst.addr = s.dst + first * dst_step;
+    in.vec.src0.addr = s.src0 + first * src_step;
+    in.vec.src1.addr = s.src1 + first * src_step;
+    in.src1 = s.sel_mask + first * (lanes / 8);
+    in.vec.dst.rep_stride = bits_out ? 0 : lanes * ds;
+    in.vec.src0.rep_stride = in.vec.src1.rep_stride = src_step;
+    issue(in);
+  };
+  while (done < full) {
+    const std::uint64_t n = std::min(max_rep, full - done);
+    emit(done, n, hw::isa::Mask::count(lanes));
+    done += n;
+  }
+  if (tail) emit(done, 1, hw::isa::Mask::count(static_cast<std::uint32_t>(tail)));
+}
+
+void vec_repeat(const VecSpec& s, const hw::isa::Mask& mask, std::uint32_t repeat,
+                const std::array<std::uint32_t, 6>& st, std::uint32_t dst_rep_elems, SourceLoc where) {
+  KernelContext& c = ctx();
+  if (repeat > c.engine->config().vector.max_repeat) {
+    bad_param(std::string(hw::isa::op_name(s.op)), "repeat " + std::to_string(repeat) + " exceeds vector.max_repeat " +
+                                                       std::to_string(c.engine->config().vector.max_repeat), where);
+  }
+  Instr in = vec_instr(s, where);
+  in.vec.repeat = repeat;
+  in.vec.mask = mask;
+  in.vec.dst.blk_stride = st[0] * 32;
+  in.vec.src0.blk_stride = st[1] * 32;
+  in.vec.src1.blk_stride = st[2] * 32;
+  in.vec.dst.rep_stride = st[3] * 32;
+  in.vec.src0.rep_stride = st[4] * 32;
+  in.vec.src1.rep_stride = st[5] * 32;
+  in.vec.dst_rep_elems = dst_rep_elems;
+  issue(in);
+}
+
+}  // namespace detail
+
+// --- TQue ---------------------------------------------------------------------------------------------------------
+
+TQueBase::TQueBase(TPosition pos) : pos_(pos) {
+  switch (pos) {
+    case TPosition::VECIN: producer_ = PIPE_MTE2; consumer_ = PIPE_V; break;
+    case TPosition::VECOUT: case TPosition::CO2: producer_ = PIPE_V; consumer_ = PIPE_MTE3; break;
+    case TPosition::A1: case TPosition::B1: producer_ = PIPE_MTE2; consumer_ = PIPE_MTE1; break;
+    case TPosition::A2: case TPosition::B2: producer_ = PIPE_MTE1; consumer_ = PIPE_M; break;
+    case TPosition::CO1: producer_ = PIPE_M; consumer_ = PIPE_FIX; break;
+    default: producer_ = consumer_ = PIPE_S; break;
+  }
+}
+
+std::size_t TQueBase::slot_of(std::uint64_t addr, const char* what, SourceLoc where) const {
+  for (std::size_t i = 0; i < buffers_.size(); ++i)
+    if (buffers_[i].addr == addr) return i;
+  detail::bad_param(what, "the tensor does not belong to this queue", where);
+}
+
+std::uint64_t TQueBase::alloc_raw(SourceLoc where) {
+  if (buffers_.empty()) detail::bad_param("AllocTensor", "the queue has no buffers (missing TPipe::InitBuffer)", where);
+  Buffer& b = buffers_[allocs_++ % buffers_.size()];
+  // The buffer is free once its consumer said so; the first use of each buffer needs no wait.
+  if (b.used_before) wait_flag(consumer_, producer_, b.free_event, where);
+  b.used_before = true;
+  return b.addr;
+}
+
+void TQueBase::enque_raw(std::uint64_t addr, SourceLoc where) {
+  set_flag(producer_, consumer_, buffers_[slot_of(addr, "EnQue", where)].enq_event, where);
+}
+
+std::uint64_t TQueBase::deque_raw(SourceLoc where) {
+  if (buffers_.empty()) detail::bad_param("DeQue", "the queue has no buffers (missing TPipe::InitBuffer)", where);
+  // Buffers come out in the order they were allocated; the wait is the hardware's, so a missing EnQue blocks the
+  // consumer pipe for real and is reported as a deadlock.
+  Buffer& b = buffers_[deques_++ % buffers_.size()];
+  wait_flag(producer_, consumer_, b.enq_event, where);
+  return b.addr;
+}
+
+void TQueBase::free_raw(std::uint64_t addr, SourceLoc where) {
+  set_flag(consumer_, producer_, buffers_[slot_of(addr, "FreeTensor", where)].free_event, where);
+}
+
+// --- TPipe --------------------------------------------------------------------------------------------------------
+
+TPipe::TPipe() {
+  KernelContext& c = ctx();
+  c.next_free.fill(0);
+  c.next_event.fill(0);
+}
+
+std::uint64_t TPipe::allocate(Space s, std::uint64_t bytes, SourceLoc where) {
+  KernelContext& c = ctx();
+  const std::uint64_t align = c.engine->buffer_align(s), size = c.engine->buffer_size(s);
+  std::uint64_t& next = c.next_free[static_cast<int>(s)];
+  const std::uint64_t addr = (next + align - 1) / align * align;
+  const std::uint64_t rounded = (bytes + align - 1) / align * align;
+  if (size == 0 || addr + rounded > size) {
+    detail::bad_param("TPipe::InitBuffer", std::to_string(bytes) + " B in " + std::string(hw::isa::space_name(s)) +
+                                               " does not fit: " + std::to_string(addr) + " B of " +
+                                               std::to_string(size) + " B are already allocated", where);
+  }
+  next = addr + rounded;
+  return addr;
+}
+
+std::uint32_t TPipe::AllocEventID(pipe_t src, pipe_t dst, SourceLoc where) {
+  KernelContext& c = ctx();
+  std::uint32_t& next = c.next_event[static_cast<int>(src) * hw::isa::kPipeCount + static_cast<int>(dst)];
+  if (next >= c.engine->config().flags.event_ids) {
+    detail::bad_param("TPipe", "all " + std::to_string(c.engine->config().flags.event_ids) + " event ids of " +
+                                   std::string(hw::isa::pipe_name(to_pipe(src))) + "->" +
+                                   std::string(hw::isa::pipe_name(to_pipe(dst))) + " are in use (flags.event_ids)",
+                      where);
+  }
+  return next++;
+}
+
+void TPipe::InitBuffer(TQueBase& que, std::uint32_t num, std::uint64_t bytes, SourceLoc where) {
+  if (num == 0) detail::bad_param("TPipe::InitBuffer", "buffer_num must be at least 1", where);
+  if (!que.buffers_.empty()) detail::bad_param("TPipe::InitBuffer", "the queue is already initialised", where);
+  que.buffer_bytes_ = bytes;
+  for (std::uint32_t i = 0; i < num; ++i) {
+    TQueBase::Buffer b;
+    b.addr = allocate(position_space(que.pos_), bytes, where);
+    b.enq_event = AllocEventID(que.producer_, que.consumer_, where);
+    b.free_event = AllocEventID(que.consumer_, que.producer_, where);
+    que.buffers_.push_back(b);
+  }
+}
+
+// --- Queries and synchronisation ----------------------------------------------------------------------------------
+
+std::uint32_t GetBlockIdx() { return ctx().block_idx; }
+std::uint32_t GetBlockNum() { return ctx().block_num; }
+std::uint32_t GetSubBlockIdx() { return ctx().sub_block_idx; }
+std::uint32_t GetSubBlockNum() { return ctx().sub_block_num; }
+bool IsAic() { return ctx().engine->identity().kind == hw::core::CoreKind::kCube; }
+bool IsAiv() { return ctx().engine->identity().kind == hw::core::CoreKind::kVector; }
+void ScalarWork(std::uint64_t cycles) { ctx().engine->scalar_work(cycles); }
+
+namespace {
+Instr sync_instr(Op op, pipe_t pipe, SourceLoc where) {
+  Instr in;
+  in.op = op;
+  in.pipe = to_pipe(pipe);
+  in.where = where;
+  return in;
+}
+}  // namespace
+
+void set_flag(pipe_t src, pipe_t dst, std::uint32_t id, SourceLoc where) {
+  Instr in = sync_instr(Op::kSetFlag, src, where);
+  in.sync.src = to_pipe(src);
+  in.sync.dst = to_pipe(dst);
+  in.sync.id = id;
+  detail::issue(in);
+}
+
+void wait_flag(pipe_t src, pipe_t dst, std::uint32_t id, SourceLoc where) {
+  Instr in = sync_instr(Op::kWaitFlag, dst, where);
+  in.sync.src = to_pipe(src);
+  in.sync.dst = to_pipe(dst);
+  in.sync.id = id;
+  detail::issue(in);
+}
+
+void pipe_barrier(pipe_t p, SourceLoc where) {
+  Instr in = sync_instr(Op::kBarrier, p, where);
+  in.sync.src = to_pipe(p);
+  detail::issue(in);
+}
+
+void cross_core_set_flag(std::uint32_t mode, pipe_t pipe, std::uint32_t id, SourceLoc where) {
+  Instr in = sync_instr(Op::kCrossSet, pipe, where);
+  in.sync.mode = mode;
+  in.sync.id = id;
+  detail::issue(in);
+}
+
+void cross_core_wait_flag(std::uint32_t id, pipe_t pipe, SourceLoc where) {
+  Instr in = sync_instr(Op::kCrossWait, pipe, where);
+  in.sync.id = id;
+  detail::issue(in);
+}
+
+}  // namespace npusim::fw::kernel

@@ -1,0 +1,81 @@
+#include "firmware/kernel/report.hpp"
+
+#include <algorithm>
+
+#include "traces/overlap.hpp"
+
+namespace npusim::fw::kernel {
+
+using hw::isa::Pipe;
+
+namespace {
+// The order of pipe names in overlap keys ("mte2_vector").
+constexpr Pipe kOrder[] = {Pipe::kS, Pipe::kMte1, Pipe::kMte2, Pipe::kMte3, Pipe::kM, Pipe::kV, Pipe::kFix};
+}  // namespace
+
+nlohmann::json launch_report(const LaunchResult& r, const hw::chip::Chip& chip, const std::string& op) {
+  const double hz = chip.config().clock.core_hz;
+  const std::uint64_t cycles = r.end - r.start;
+  nlohmann::json j;
+  j["config"] = chip.config().name;
+  j["cycles"] = cycles;
+  j["time_us"] = static_cast<double>(cycles) / hz * 1e6;
+
+  // Busy fraction per pipe: busy cycles summed over the cores that ran the task over duration x those cores.
+  nlohmann::json pipes = nlohmann::json::object();
+  const double denom = static_cast<double>(cycles) * std::max<std::uint32_t>(r.cores_used, 1);
+  for (Pipe p : kOrder) {
+    std::uint64_t busy = 0;
+    for (const CoreRun& run : r.runs) busy += run.pipes[static_cast<int>(p)].busy;
+    pipes[std::string(hw::isa::pipe_metric_name(p))] = denom > 0 ? static_cast<double>(busy) / denom : 0.0;
+  }
+  nlohmann::json task;
+  task["name"] = op;
+  task["op"] = op;
+  task["stream"] = 0;
+  task["block_dim"] = r.runs.empty() ? 0 : std::max_element(r.runs.begin(), r.runs.end(), [](const CoreRun& a, const CoreRun& b) {
+                                         return a.block < b.block;
+                                       })->block + 1;
+  task["start_us"] = static_cast<double>(r.start) / hz * 1e6;
+  task["dur_us"] = static_cast<double>(cycles) / hz * 1e6;
+  task["cycles"] = cycles;
+  task["cores"] = r.cores_used;
+  task["pipes"] = pipes;
+  j["tasks"] = nlohmann::json::array({task});
+
+  // Overlap per pipe pair: time both were busy on the same core, over the shorter pipe's busy time (summed over
+  // cores). Pairs where either pipe never worked are left out.
+  nlohmann::json overlap = nlohmann::json::object();
+  for (std::size_t a = 0; a < std::size(kOrder); ++a) {
+    for (std::size_t b = a + 1; b < std::size(kOrder); ++b) {
+      std::uint64_t both = 0, shorter = 0, busy_a = 0, busy_b = 0;
+      for (const CoreRun& run : r.runs) {
+        const auto& pa = run.pipes[static_cast<int>(kOrder[a])];
+        const auto& pb = run.pipes[static_cast<int>(kOrder[b])];
+        both += traces::overlap_length(pa.intervals, pb.intervals);
+        shorter += std::min(pa.busy, pb.busy);
+        busy_a += pa.busy;
+        busy_b += pb.busy;
+      }
+      if (busy_a == 0 || busy_b == 0 || shorter == 0) continue;
+      overlap[std::string(hw::isa::pipe_metric_name(kOrder[a])) + "_" +
+              std::string(hw::isa::pipe_metric_name(kOrder[b]))] = static_cast<double>(both) / static_cast<double>(shorter);
+    }
+  }
+  j["overlap"] = overlap;
+
+  const double seconds = static_cast<double>(cycles) / hz;
+  const auto rd = chip.gm().read_bytes(), wr = chip.gm().write_bytes();
+  j["memory"] = {{"hbm_read_bytes", rd},
+                 {"hbm_write_bytes", wr},
+                 {"hbm_avg_GBps", seconds > 0 ? static_cast<double>(rd + wr) / seconds / 1e9 : 0.0},
+                 {"l2_hit_rate", nullptr},
+                 {"model", "simple_gm"}};
+  j["sim"] = {{"wall_seconds", r.wall_seconds},
+              {"instructions", r.instructions},
+              {"instructions_per_second", r.wall_seconds > 0 ? static_cast<double>(r.instructions) / r.wall_seconds : 0.0},
+              {"mode", chip.mode() == hw::core::Mode::kFunctional ? "functional" : "timing"}};
+  return j;
+}
+
+}  // namespace npusim::fw::kernel

@@ -1,0 +1,55 @@
+#include "hw/chip/chip.hpp"
+
+#include <string>
+
+namespace npusim::hw::chip {
+
+using core::CoreKind;
+
+Chip::Chip(const config::ChipConfig& cfg, core::Mode mode, const TraceFactory& trace)
+    : cfg_(cfg), mode_(mode), clock_(cfg.clock.core_hz), memory_(cfg.hbm.capacity) {
+  struct Slot {
+    CoreKind kind;
+    std::string name;
+    std::uint32_t group;
+  };
+  std::vector<Slot> slots;
+  if (cfg_.split()) {
+    const std::uint64_t k = std::max<std::uint64_t>(cfg_.cores.aiv_per_aic, 1);
+    for (std::uint64_t i = 0; i < cfg_.cores.aic; ++i)
+      slots.push_back({CoreKind::kCube, "aic" + std::to_string(i), static_cast<std::uint32_t>(i)});
+    for (std::uint64_t i = 0; i < cfg_.cores.aiv; ++i)
+      slots.push_back({CoreKind::kVector, "aiv" + std::to_string(i), static_cast<std::uint32_t>(i / k)});
+  } else {
+    for (std::uint64_t i = 0; i < cfg_.cores.ai_cores; ++i)
+      slots.push_back({CoreKind::kCoupled, "core" + std::to_string(i), static_cast<std::uint32_t>(i)});
+    for (std::uint64_t i = 0; i < cfg_.cores.vector_cores; ++i)
+      slots.push_back({CoreKind::kVector, "vec" + std::to_string(i), static_cast<std::uint32_t>(cfg_.cores.ai_cores + i)});
+  }
+  gm_ = std::make_unique<mem::SimpleGm>(cfg_.simple_gm, static_cast<std::uint32_t>(slots.size()));
+  if (cfg_.split()) {
+    std::vector<core::CrossCoreHub::Member> members;
+    for (const Slot& s : slots) members.push_back({s.kind, s.group});
+    hub_ = std::make_unique<core::CrossCoreHub>(
+        members, static_cast<std::uint32_t>(cfg_.flags.cross_core_ids),
+        static_cast<std::uint32_t>(cfg_.flags.cross_core_max_pending),
+        [this](std::uint32_t c) { cores_.at(c)->notify_cross(); });
+  }
+  for (std::size_t i = 0; i < slots.size(); ++i) {
+    core::CoreIdentity id{static_cast<std::uint32_t>(i), slots[i].kind, slots[i].name, 0};
+    core::AiCore::Env env{&cfg_, &clock_, gm_.get(), mode_ == core::Mode::kFunctional ? &memory_ : nullptr,
+                          hub_.get(), mode_, trace ? trace(id) : nullptr};
+    cores_.push_back(std::make_unique<core::AiCore>(slots[i].name.c_str(), id, env));
+  }
+}
+
+Chip::~Chip() = default;
+
+std::vector<core::AiCore*> Chip::cores_of(CoreKind kind) {
+  std::vector<core::AiCore*> out;
+  for (auto& c : cores_)
+    if (c->identity().kind == kind) out.push_back(c.get());
+  return out;
+}
+
+}  // namespace npusim::hw::chip

@@ -1,0 +1,49 @@
+// The chip: every core of the config, GM behind the GmPort interface, the device-memory backing store and, on split
+// chips, the cross-core flag hub. Core names and groups follow the hardware: split chips have aic0..aicN-1 and
+// aiv0..aivM-1 with aic i grouped with aiv i*k .. i*k+k-1 (k = cores.aiv_per_aic); coupled chips have core0..N-1
+// (plus vec0.. for vector-only cores).
+#pragma once
+
+#include <systemc>
+
+#include <functional>
+#include <memory>
+#include <vector>
+
+#include "common/config/chip_config.hpp"
+#include "hw/core/ai_core.hpp"
+#include "hw/mem/device_memory.hpp"
+#include "hw/mem/gm_port.hpp"
+#include "hw/sim/clock.hpp"
+
+namespace npusim::hw::chip {
+
+class Chip {
+ public:
+  using TraceFactory = std::function<core::TraceSink*(const core::CoreIdentity&)>;
+  // Elaborates the cores (call before sc_start). `trace` may return null for untraced cores.
+  Chip(const config::ChipConfig& cfg, core::Mode mode, const TraceFactory& trace = {});
+  ~Chip();
+
+  const config::ChipConfig& config() const { return cfg_; }
+  const Clock& clock() const { return clock_; }
+  core::Mode mode() const { return mode_; }
+  mem::DeviceMemory& memory() { return memory_; }
+  const mem::GmPort& gm() const { return *gm_; }
+
+  std::size_t core_count() const { return cores_.size(); }
+  core::AiCore& core(std::size_t i) { return *cores_.at(i); }
+  // Cores of one kind in index order (AIC, AIV, or coupled AI cores).
+  std::vector<core::AiCore*> cores_of(core::CoreKind kind);
+
+ private:
+  config::ChipConfig cfg_;
+  core::Mode mode_;
+  Clock clock_;
+  mem::DeviceMemory memory_;
+  std::unique_ptr<mem::GmPort> gm_;
+  std::unique_ptr<core::CrossCoreHub> hub_;
+  std::vector<std::unique_ptr<core::AiCore>> cores_;
+};
+
+}  // namespace npusim::hw::chip

@@ -1,0 +1,45 @@
+#include "hw/chip/pipe_trace.hpp"
+
+namespace npusim::hw::chip {
+
+PipeTrace::PipeTrace(traces::ChromeTraceWriter& writer, const core::CoreIdentity& id, double core_hz, int sort_index)
+    : w_(writer), ns_per_cycle_(1e9 / core_hz), name_(id.name), sort_index_(sort_index) {}
+
+void PipeTrace::open() {
+  // Registered on first use, so idle cores do not clutter the trace.
+  pid_ = w_.add_process(name_, sort_index_);
+  for (int p = 0; p < isa::kPipeCount; ++p) tid_[p] = w_.add_track(pid_, isa::pipe_name(static_cast<isa::Pipe>(p)), p);
+}
+
+PipeTrace::~PipeTrace() = default;
+
+void PipeTrace::on_instr(isa::Pipe pipe, const isa::Instr& in, std::uint64_t start, std::uint64_t end) {
+  if (end <= start) return;  // flags and barriers take no pipe time
+  if (pid_ < 0) open();
+  const int p = static_cast<int>(pipe);
+  Pending& q = pending_[p];
+  const std::string_view name = isa::op_name(in.op);
+  if (q.count && q.end == start && q.name == name) {
+    q.end = end;
+    ++q.count;
+    return;
+  }
+  emit(p);
+  q = Pending{std::string(name), start, end, 1};
+}
+
+void PipeTrace::emit(int p) {
+  Pending& q = pending_[p];
+  if (!q.count) return;
+  traces::Args args{traces::arg("cycles", static_cast<double>(q.end - q.start))};
+  if (q.count > 1) args.push_back(traces::arg("count", static_cast<double>(q.count)));
+  w_.slice(pid_, tid_[p], q.name, static_cast<double>(q.start) * ns_per_cycle_,
+           static_cast<double>(q.end - q.start) * ns_per_cycle_, "instr", args);
+  q.count = 0;
+}
+
+void PipeTrace::flush() {
+  for (int p = 0; p < isa::kPipeCount; ++p) emit(p);
+}
+
+}  // namespace npusim::hw::chip

@@ -1,0 +1,66 @@
+#include "hw/core/ai_core.hpp"
+
+namespace npusim::hw::core {
+
+CoreEngine* AiCore::current_ = nullptr;
+
+AiCore::AiCore(sc_core::sc_module_name name, CoreIdentity id, Env env)
+    : sc_core::sc_module(name), id_(std::move(id)), env_(env) {
+  SC_HAS_PROCESS(AiCore);
+  // Kernels are ordinary C++ functions running on this thread's stack: give them room.
+  sc_core::sc_spawn_options opts;
+  opts.set_stack_size(2 * 1024 * 1024);
+  sc_core::sc_spawn([this] { run(); }, sc_core::sc_gen_unique_name("scalar"), &opts);
+}
+
+void AiCore::start(Program program, std::uint32_t block, std::function<void(const CoreEngine&)> on_done) {
+  next_ = std::move(program);
+  next_block_ = block;
+  on_done_ = std::move(on_done);
+  running_ = true;
+  start_event_.notify(sc_core::SC_ZERO_TIME);
+}
+
+void AiCore::sync(std::uint64_t cycle) {
+  const sc_core::sc_time target = env_.clock->cycles(cycle);
+  if (target > sc_core::sc_time_stamp()) wait(target - sc_core::sc_time_stamp());
+  current_ = engine_.get();  // other cores ran while we waited
+}
+
+void AiCore::wait_cross(std::optional<std::uint64_t> until) {
+  if (until) {
+    const sc_core::sc_time target = env_.clock->cycles(*until);
+    if (target > sc_core::sc_time_stamp()) wait(target - sc_core::sc_time_stamp(), cross_event_);
+  } else {
+    wait(cross_event_);
+  }
+  current_ = engine_.get();
+}
+
+void AiCore::run() {
+  for (;;) {
+    while (!next_) wait(start_event_);
+    Program program = std::move(*next_);
+    next_.reset();
+    CoreIdentity id = id_;
+    id.block = next_block_;
+    CoreHost& host = *this;
+    engine_ = std::make_unique<CoreEngine>(*env_.cfg, id, env_.mode, host);
+    engine_->set_trace(env_.trace);
+    current_ = engine_.get();
+    try {
+      program(*engine_);
+      engine_->finish();
+      sync(engine_->end_cycle());
+    } catch (...) {
+      error_ = std::current_exception();
+      running_ = false;
+      sc_core::sc_stop();
+      return;
+    }
+    running_ = false;
+    if (on_done_) on_done_(*engine_);
+  }
+}
+
+}  // namespace npusim::hw::core

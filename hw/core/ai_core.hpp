@@ -1,0 +1,69 @@
+// The SystemC shell of an AI core: one SC_THREAD that runs the programs given to the core (a kernel block) on the
+// scalar unit of a CoreEngine. Time flows only when the engine synchronises (GM access, cross-core flag).
+#pragma once
+
+#include <systemc>
+
+#include <exception>
+#include <functional>
+#include <memory>
+#include <optional>
+
+#include "hw/core/core_engine.hpp"
+#include "hw/sim/clock.hpp"
+
+namespace npusim::hw::core {
+
+// What a core runs: a function of its engine (the firmware sets up its kernel context in it).
+using Program = std::function<void(CoreEngine&)>;
+
+class AiCore : public sc_core::sc_module, private CoreHost {
+ public:
+  struct Env {
+    const config::ChipConfig* cfg;
+    const Clock* clock;
+    mem::GmPort* gm;
+    mem::DeviceMemory* memory;  // null in timing-only mode
+    CrossCoreHub* hub;          // null on coupled chips
+    Mode mode;
+    TraceSink* trace = nullptr;
+  };
+  AiCore(sc_core::sc_module_name name, CoreIdentity id, Env env);
+
+  // Queues a program; the core runs its programs one after another, each on a fresh engine.
+  void start(Program program, std::uint32_t block, std::function<void(const CoreEngine&)> on_done);
+  // A count for this core arrived at the cross-core hub.
+  void notify_cross() { cross_event_.notify(sc_core::SC_ZERO_TIME); }
+
+  bool busy() const { return running_; }
+  const CoreIdentity& identity() const { return id_; }
+  // The engine of the program running now (for a deadlock report when the simulation ran out of events).
+  const CoreEngine* engine() const { return engine_.get(); }
+  std::exception_ptr error() const { return error_; }
+
+  // The engine of the core whose thread is running (the kernel API's way to find its core).
+  static CoreEngine* current() { return current_; }
+
+ private:
+  void run();
+  // CoreHost
+  std::uint64_t now() const override { return env_.clock->to_cycles(sc_core::sc_time_stamp()); }
+  void sync(std::uint64_t cycle) override;
+  mem::GmPort& gm() override { return *env_.gm; }
+  mem::DeviceMemory* device_memory() override { return env_.memory; }
+  CrossCoreHub* cross_core() override { return env_.hub; }
+  void wait_cross(std::optional<std::uint64_t> until) override;
+
+  CoreIdentity id_;
+  Env env_;
+  sc_core::sc_event start_event_, cross_event_;
+  std::optional<Program> next_;
+  std::function<void(const CoreEngine&)> on_done_;
+  std::uint32_t next_block_ = 0;
+  std::unique_ptr<CoreEngine> engine_;
+  bool running_ = false;
+  std::exception_ptr error_;
+  static CoreEngine* current_;
+};
+
+}  // namespace npusim::hw::core

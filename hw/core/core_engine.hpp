@@ -1,0 +1,177 @@
+// The timing and functional model of one AI core, in plain C++ (the SystemC shell in ai_core.hpp is thin).
+//
+// The kernel runs on the scalar unit and calls issue() for each instruction, in program order. The scalar unit has
+// its own clock (`scalar_time`) that advances by scalar.cycles_per_instruction per issued instruction; it runs ahead
+// of the pipes and only waits when a queue is full, at a wait_flag into S, at pipe_barrier(ALL), or when it reads a
+// buffer. Each pipe is an in-order queue of configured depth. The engine executes queued instructions lazily but
+// strictly in time order of their start (a conservative discrete-event loop over the seven queue heads):
+//   start = max(issue time, pipe free, dependencies)     dependencies: the flag's set time for a wait_flag, the
+//                                                         pipe's earlier work for pipe_barrier and cross-core sets
+// A set_flag fires when the pipe's earlier work is done (data landed), without holding the pipe.
+//   end   = start + cost (hw/core/cost_model formulas; GM accesses add the port's accept and data times)
+// A pipe is free again at its occupancy end; an instruction's data is done at `done` (>= end, e.g. after a GM read's
+// latency). So consecutive copies overlap their latencies, as the MTEs' outstanding requests do.
+//
+// Shared resources (GM, cross-core flags) are touched only at the SystemC time equal to the access's start: the
+// host's sync() advances global time there first. Because the engine runs in time order and the scalar never issues
+// into the past, syncs are monotonic and requests reach the memory model in simulated-time order.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "common/config/chip_config.hpp"
+#include "common/util/error.hpp"
+#include "hw/core/cross_core.hpp"
+#include "hw/isa/instr.hpp"
+#include "hw/isa/semantics.hpp"
+#include "hw/mem/device_memory.hpp"
+#include "hw/mem/gm_port.hpp"
+
+namespace npusim::hw::core {
+
+enum class Mode : std::uint8_t { kFunctional, kTimingOnly };
+
+// A kernel misuse found by the core: deadlock, flag misuse, bad access, illegal barrier. The message names core,
+// block, pipe, flag and instruction with its kernel source position.
+class KernelError : public InputError {
+ public:
+  using InputError::InputError;
+};
+
+// What a core needs from its surroundings: global time, GM, cross-core flags. The SystemC shell implements it;
+// tests drive the engine with a standalone host where time is the engine's own.
+class CoreHost {
+ public:
+  virtual ~CoreHost() = default;
+  virtual std::uint64_t now() const = 0;             // global time in core cycles
+  virtual void sync(std::uint64_t cycle) = 0;        // advance global time to `cycle` (>= now())
+  virtual mem::GmPort& gm() = 0;
+  virtual mem::DeviceMemory* device_memory() = 0;    // null in timing-only mode
+  virtual CrossCoreHub* cross_core() = 0;            // null when the chip has none
+  // Block until a cross-core count arrives for this core, or until `until` if given.
+  virtual void wait_cross(std::optional<std::uint64_t> until) = 0;
+};
+
+// Receives one call per executed instruction (pipe occupancy [start, end)), for traces.
+class TraceSink {
+ public:
+  virtual ~TraceSink() = default;
+  virtual void on_instr(isa::Pipe pipe, const isa::Instr& in, std::uint64_t start, std::uint64_t end) = 0;
+};
+
+struct CoreIdentity {
+  std::uint32_t index = 0;  // position in the launch, used by the cross-core hub
+  CoreKind kind = CoreKind::kVector;
+  std::string name;         // "aiv3", "aic0", "core5"
+  std::uint32_t block = 0;  // the block the core runs
+};
+
+struct PipeStats {
+  std::uint64_t instructions = 0;
+  std::uint64_t busy = 0;  // cycles of occupancy
+  std::uint64_t bytes = 0;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> intervals;  // merged busy intervals [start, end)
+};
+
+class CoreEngine {
+ public:
+  CoreEngine(const config::ChipConfig& cfg, CoreIdentity id, Mode mode, CoreHost& host);
+  ~CoreEngine();
+  CoreEngine(const CoreEngine&) = delete;
+  CoreEngine& operator=(const CoreEngine&) = delete;
+
+  // The scalar unit's interface (called by the kernel API).
+  void issue(isa::Instr in);
+  // Scalar-unit work of `cycles` cycles (scalar code the kernel accounts for explicitly).
+  void scalar_work(std::uint64_t cycles);
+  // Reads/writes `bytes` of a local buffer from the scalar unit at the current scalar time (GetValue/SetValue).
+  void scalar_read(isa::Space s, std::uint64_t addr, void* out, std::uint64_t bytes, isa::SourceLoc where);
+  void scalar_write(isa::Space s, std::uint64_t addr, const void* in, std::uint64_t bytes, isa::SourceLoc where);
+  // Drains every queue at the end of the kernel; throws KernelError if something can never run.
+  void finish();
+
+  // What each blocked pipe waits for (for deadlock reports); empty when nothing is blocked.
+  std::string describe_blocked() const;
+
+  const CoreIdentity& identity() const { return id_; }
+  const config::ChipConfig& config() const { return cfg_; }
+  Mode mode() const { return mode_; }
+  bool has_pipe(isa::Pipe p) const { return has_pipe_[static_cast<int>(p)]; }
+  std::uint64_t buffer_size(isa::Space s) const { return size_[static_cast<int>(s)]; }
+  std::uint64_t buffer_align(isa::Space s) const { return align_[static_cast<int>(s)]; }
+
+  std::uint64_t start_cycle() const { return start_; }
+  std::uint64_t scalar_time() const { return scalar_time_; }
+  // The cycle at which all work of the kernel is done (valid after finish()).
+  std::uint64_t end_cycle() const { return end_; }
+  const PipeStats& pipe_stats(isa::Pipe p) const { return pipes_[static_cast<int>(p)].stats; }
+  std::uint64_t instructions() const { return issued_; }
+
+  void set_trace(TraceSink* sink) { trace_ = sink; }
+  // Opaque per-core context of the software running on the scalar unit (firmware/kernel owns it).
+  void set_user_context(void* p) { user_ = p; }
+  void* user_context() const { return user_; }
+
+  // Test access to local buffers in functional mode.
+  std::uint8_t* local_data(isa::Space s) { return local_[static_cast<int>(s)].data(); }
+
+ private:
+  struct Entry {
+    isa::Instr in;
+    std::uint64_t issued;
+  };
+  struct PipeState {
+    std::deque<Entry> queue;
+    std::uint64_t depth = 0;
+    std::uint64_t free_at = 0;   // occupancy end of the last instruction
+    std::uint64_t done_max = 0;  // latest data-done time of everything executed
+    std::uint64_t last_start = 0;
+    PipeStats stats;
+  };
+  struct Flag {
+    bool set = false;
+    std::uint64_t time = 0;
+    isa::SourceLoc where;
+  };
+  class View;
+
+  void validate(const isa::Instr& in) const;
+  [[noreturn]] void fail(const isa::Instr& in, isa::Pipe pipe, const std::string& what) const;
+  Flag& flag(isa::Pipe src, isa::Pipe dst, std::uint32_t id);
+  std::optional<std::uint64_t> ready_time(int p);
+  bool blocked_on_cross() const;
+  // Executes the earliest-starting ready head. Returns false when no head can start.
+  bool step(std::optional<std::uint64_t> limit = std::nullopt);
+  // Runs until `done()` holds; `waiting_for` describes the scalar's need for a deadlock report.
+  template <class Pred>
+  void run_until(Pred done, const std::string& waiting_for);
+  [[noreturn]] void deadlock(const std::string& waiting_for) const;
+  void execute(int p, Entry e, std::uint64_t start);
+  void record(PipeState& ps, std::uint64_t start, std::uint64_t end);
+  void scalar_busy(std::uint64_t cycles);
+
+  const config::ChipConfig& cfg_;
+  CoreIdentity id_;
+  Mode mode_;
+  CoreHost& host_;
+  std::array<bool, isa::kPipeCount> has_pipe_{};
+  std::array<std::uint64_t, isa::kSpaceCount> size_{}, align_{};
+  std::array<std::vector<std::uint8_t>, isa::kSpaceCount> local_;
+  std::array<PipeState, isa::kPipeCount> pipes_;
+  std::vector<Flag> flags_;  // [src][dst][id]
+  std::unique_ptr<View> view_;
+  std::uint64_t start_ = 0, scalar_time_ = 0, end_ = 0;
+  std::uint64_t issued_ = 0;
+  TraceSink* trace_ = nullptr;
+  void* user_ = nullptr;
+  bool finished_ = false;
+  bool scalar_cross_wait_ = false;  // the scalar unit itself waits for a cross-core count
+};
+
+}  // namespace npusim::hw::core

@@ -1,0 +1,15 @@
+// Overlap of busy intervals: the measure behind the `overlap` --json key (docs/metrics.md).
+#pragma once
+
+#include <cstdint>
+#include <utility>
+#include <vector>
+
+namespace npusim::traces {
+
+using Intervals = std::vector<std::pair<std::uint64_t, std::uint64_t>>;  // sorted, disjoint [start, end)
+
+// Total length of the intersection of two sorted, disjoint interval lists.
+std::uint64_t overlap_length(const Intervals& a, const Intervals& b);
+
+}  // namespace npusim::traces
