@@ -195,16 +195,15 @@ void CoreEngine::issue(isa::Instr in) {
   }
   if (in.op == Op::kWaitFlag && in.sync.dst == Pipe::kS) {
     Flag& f = flag(in.sync.src, in.sync.dst, in.sync.id);
-    run_until([&] { return f.set; }, "it waits at " + isa::describe(in) + " (" + isa::format_loc(in.where) + ")");
-    f.set = false;
-    scalar_time_ = std::max(scalar_time_, f.time);
+    run_until([&] { return !f.sets.empty(); },
+              "it waits at " + isa::describe(in) + " (" + isa::format_loc(in.where) + ")");
+    scalar_time_ = std::max(scalar_time_, f.sets.front().time);
+    consume(f, in, Pipe::kS, scalar_time_);
     return;
   }
   if (in.op == Op::kSetFlag && in.sync.src == Pipe::kS) {
     // Earlier scalar work is done by construction; the flag fires now.
-    Flag& f = flag(in.sync.src, in.sync.dst, in.sync.id);
-    if (f.set) fail(in, Pipe::kS, "the flag is already set (by " + isa::format_loc(f.where) + ") and not yet waited for");
-    f = Flag{true, scalar_time_, in.where};
+    flag(in.sync.src, in.sync.dst, in.sync.id).sets.push_back(FlagSet{scalar_time_, in.where});
     return;
   }
   if (in.op == Op::kScalar) {
@@ -290,8 +289,8 @@ std::optional<std::uint64_t> CoreEngine::ready_time(int p) {
     case Op::kCrossSet: return std::max(t, ps.done_max);
     case Op::kWaitFlag: {
       const Flag& f = flag(e.in.sync.src, e.in.sync.dst, e.in.sync.id);
-      if (!f.set) return std::nullopt;
-      return std::max(t, f.time);
+      if (f.sets.empty()) return std::nullopt;
+      return std::max(t, f.sets.front().time);
     }
     case Op::kCrossWait: {
       CrossCoreHub* hub = host_.cross_core();
@@ -312,7 +311,7 @@ bool CoreEngine::blocked_on_cross() const {
 }
 
 bool CoreEngine::step(std::optional<std::uint64_t> limit) {
-  for (;;) {
+  {
     int best = -1;
     std::uint64_t best_t = std::numeric_limits<std::uint64_t>::max();
     bool best_is_wait = false;
@@ -332,7 +331,8 @@ bool CoreEngine::step(std::optional<std::uint64_t> limit) {
     if (blocked_on_cross() && host_.cross_core() && (best < 0 || best_t > host_.now())) {
       if (best < 0 && limit) return false;
       host_.wait_cross(best < 0 ? std::nullopt : std::optional<std::uint64_t>(best_t));
-      continue;
+      // Time moved: let the caller re-check what it waits for before the next event.
+      return true;
     }
     if (best < 0) return false;
     Entry e = std::move(pipes_[best].queue.front());
@@ -388,13 +388,10 @@ void CoreEngine::execute(int p, Entry e, std::uint64_t start) {
   ++ps.stats.instructions;
   std::uint64_t end = start, done = start;
   switch (in.op) {
-    case Op::kSetFlag: {
-      Flag& f = flag(in.sync.src, in.sync.dst, in.sync.id);
-      if (f.set) fail(in, pipe, "the flag is already set (by " + isa::format_loc(f.where) + ") and not yet waited for");
-      f = Flag{true, std::max(start, ps.done_max), in.where};
+    case Op::kSetFlag:
+      flag(in.sync.src, in.sync.dst, in.sync.id).sets.push_back(FlagSet{std::max(start, ps.done_max), in.where});
       break;
-    }
-    case Op::kWaitFlag: flag(in.sync.src, in.sync.dst, in.sync.id).set = false; break;
+    case Op::kWaitFlag: consume(flag(in.sync.src, in.sync.dst, in.sync.id), in, pipe, start); break;
     case Op::kBarrier: break;
     case Op::kCrossSet:
       if (!host_.cross_core()) fail(in, pipe, "cross-core flags need a split chip with AIC and AIV cores in the launch");
@@ -437,6 +434,17 @@ void CoreEngine::execute(int p, Entry e, std::uint64_t start) {
   if (trace_) trace_->on_instr(pipe, in, start, end);
 }
 
+void CoreEngine::consume(Flag& f, const isa::Instr& wait, Pipe pipe, std::uint64_t when) {
+  const FlagSet first = f.sets.front();
+  f.sets.pop_front();
+  if (!f.sets.empty() && f.sets.front().time < when) {
+    fail(wait, pipe, "set_flag at " + isa::format_loc(f.sets.front().where) + " fired at cycle " +
+                         std::to_string(f.sets.front().time) + " while the flag was still set (by " +
+                         isa::format_loc(first.where) + " at cycle " + std::to_string(first.time) +
+                         "): a flag must be waited for before it is set again");
+  }
+}
+
 void CoreEngine::finish() {
   run_until([&] {
     for (const auto& ps : pipes_)
@@ -445,6 +453,23 @@ void CoreEngine::finish() {
   }, "the kernel has ended");
   end_ = scalar_time_;
   for (const auto& ps : pipes_) end_ = std::max({end_, ps.done_max, ps.free_at});
+  // Sets nobody waited for are legal, but two of them mean the second found the flag set.
+  for (int src = 0; src < isa::kPipeCount; ++src) {
+    for (int dst = 0; dst < isa::kPipeCount; ++dst) {
+      for (std::uint32_t id = 0; id < cfg_.flags.event_ids; ++id) {
+        const Flag& f = flag(static_cast<Pipe>(src), static_cast<Pipe>(dst), id);
+        if (f.sets.size() < 2) continue;
+        isa::Instr in;
+        in.op = Op::kSetFlag;
+        in.sync.src = static_cast<Pipe>(src);
+        in.sync.dst = static_cast<Pipe>(dst);
+        in.sync.id = id;
+        in.where = f.sets[1].where;
+        fail(in, static_cast<Pipe>(src), "the flag is already set (by " + isa::format_loc(f.sets[0].where) +
+                                             ") and never waited for");
+      }
+    }
+  }
   finished_ = true;
 }
 

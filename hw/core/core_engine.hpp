@@ -134,11 +134,16 @@ class CoreEngine {
     std::uint64_t last_start = 0;
     PipeStats stats;
   };
-  struct Flag {
-    bool set = false;
-    std::uint64_t time = 0;
+  // A flag's sets not yet consumed, oldest first, with the cycle each fired at. The hardware flag is binary: a set
+  // that fires before the previous one was waited for is the "set twice" error, found when the wait consumes.
+  struct FlagSet {
+    std::uint64_t time;
     isa::SourceLoc where;
   };
+  struct Flag {
+    std::deque<FlagSet> sets;
+  };
+  void consume(Flag& f, const isa::Instr& wait, isa::Pipe pipe, std::uint64_t when);
   class View;
 
   void validate(const isa::Instr& in) const;
@@ -146,7 +151,8 @@ class CoreEngine {
   Flag& flag(isa::Pipe src, isa::Pipe dst, std::uint32_t id);
   std::optional<std::uint64_t> ready_time(int p);
   bool blocked_on_cross() const;
-  // Executes the earliest-starting ready head. Returns false when no head can start.
+  // Executes the earliest-starting ready head, or waits for global time to reach it when a cross-core count may
+  // arrive first. Returns false when no head can start (or none before `limit`).
   bool step(std::optional<std::uint64_t> limit = std::nullopt);
   // Runs until `done()` holds; `waiting_for` describes the scalar's need for a deadlock report.
   template <class Pred>

@@ -1,0 +1,192 @@
+// The kernel API on the SystemC chip: TQue flag mapping (a missing EnQue deadlocks and is reported), cross-core
+// flags between an AIC and its AIVs, waves, scalar access and buffer allocation errors. Each test is its own process
+// (one SystemC elaboration each).
+#include <gtest/gtest.h>
+
+#include <cstring>
+
+#include "common/config/loader.hpp"
+#include "firmware/kernel/kernel_api.hpp"
+#include "firmware/kernel/launch.hpp"
+
+namespace npusim::fw::kernel {
+namespace {
+
+config::ChipConfig tiny(std::vector<std::string> sets = {}) { return config::load_config("tiny", sets).chip; }
+
+std::string launch_error(hw::chip::Chip& chip, LaunchSpec spec) {
+  try {
+    launch(chip, spec);
+  } catch (const hw::core::KernelError& e) {
+    return e.what();
+  }
+  return "";
+}
+
+int g_line = 0;
+
+TEST(KernelApi, MissingEnQueDeadlocksAndIsReported) {
+  const auto cfg = tiny();
+  hw::chip::Chip chip(cfg, hw::core::Mode::kTimingOnly);
+  LaunchSpec spec{"missing_enque", KernelType::kVector, 1, [] {
+                    TPipe pipe;
+                    TQue<TPosition::VECIN, 1> in;
+                    pipe.InitBuffer(in, 1, 1024);
+                    GlobalTensor<float> g;
+                    g.SetGlobalBuffer(0, 256);
+                    LocalTensor<float> t = in.AllocTensor<float>();
+                    DataCopy(t, g, 256);
+                    // in.EnQue(t) is missing.
+                    g_line = __LINE__ + 1;
+                    LocalTensor<float> u = in.DeQue<float>();
+                    Adds(u, u, 1.0f, 256);
+                  }};
+  const std::string msg = launch_error(chip, spec);
+  EXPECT_NE(msg.find("deadlock on core aiv0 (block 0)"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("pipe V waits at wait_flag(MTE2->V, id 0) (kernel_api_test.cpp:" + std::to_string(g_line) + ")"),
+            std::string::npos)
+      << msg;
+}
+
+TEST(KernelApi, MissingDeQueIsASetTwice) {
+  const auto cfg = tiny();
+  hw::chip::Chip chip(cfg, hw::core::Mode::kTimingOnly);
+  LaunchSpec spec{"missing_deque", KernelType::kVector, 1, [] {
+                    TPipe pipe;
+                    TQue<TPosition::VECIN, 1> in;
+                    pipe.InitBuffer(in, 1, 1024);
+                    GlobalTensor<float> g;
+                    g.SetGlobalBuffer(0, 256);
+                    for (int i = 0; i < 2; ++i) {
+                      LocalTensor<float> t = in.AllocTensor<float>();
+                      DataCopy(t, g, 256);
+                      in.EnQue(t);
+                      in.FreeTensor(t);  // freed from the scalar side without DeQue: the V side never waits
+                    }
+                  }};
+  const std::string msg = launch_error(chip, spec);
+  // The second FreeTensor's set fires while the first one has not been waited for (the Alloc waits behind the copy).
+  EXPECT_NE(msg.find("while the flag was still set"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("a flag must be waited for before it is set again"), std::string::npos) << msg;
+}
+
+TEST(KernelApi, CrossCoreMode2HandsOffBetweenCubeAndVectorCores) {
+  const auto cfg = tiny({"scalar.cycles_per_instruction=1"});
+  hw::chip::Chip chip(cfg, hw::core::Mode::kTimingOnly);
+  LaunchSpec spec{"handoff", KernelType::kMix, 1, [] {
+                    if (IsAic()) {
+                      ScalarWork(1000);
+                      CrossCoreSetFlag<2, PIPE_FIX>(3);  // both AIVs may go
+                      CrossCoreWaitFlag(4);              // until both AIVs have set 4
+                    } else {
+                      CrossCoreWaitFlag(3);
+                      ScalarWork(GetSubBlockIdx() == 0 ? 500 : 2000);
+                      CrossCoreSetFlag<2, PIPE_MTE3>(4);
+                    }
+                  }};
+  const LaunchResult r = launch(chip, spec);
+  ASSERT_EQ(r.runs.size(), 3u);
+  std::uint64_t aic_end = 0, aiv_end[2] = {0, 0};
+  for (const CoreRun& run : r.runs) {
+    if (run.core == "aic0") aic_end = run.end;
+    if (run.core == "aiv0") aiv_end[0] = run.end;
+    if (run.core == "aiv1") aiv_end[1] = run.end;
+  }
+  // AIV i: waits for the AIC's set (after 1000 + 1 cycles of scalar work and issue), works, sets.
+  EXPECT_GE(aiv_end[0], 1000u + 500u);
+  EXPECT_GE(aiv_end[1], 1000u + 2000u);
+  EXPECT_LT(aiv_end[0], aiv_end[1]);
+  // The AIC continues only after the slower AIV has set.
+  EXPECT_GE(aic_end, aiv_end[1]);
+  EXPECT_LE(aic_end, aiv_end[1] + 10);
+}
+
+TEST(KernelApi, CrossCoreWaitNobodySetsIsADeadlockBetweenCores) {
+  const auto cfg = tiny();
+  hw::chip::Chip chip(cfg, hw::core::Mode::kTimingOnly);
+  LaunchSpec spec{"stuck", KernelType::kMix, 1, [] {
+                    if (IsAiv()) CrossCoreWaitFlag(5);
+                  }};
+  const std::string msg = launch_error(chip, spec);
+  EXPECT_NE(msg.find("deadlock: no core can make progress"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("aiv0 (block 0)"), std::string::npos) << msg;
+}
+
+TEST(KernelApi, BlocksBeyondTheCoresRunInWavesAndComputeCorrectly) {
+  const auto cfg = tiny();
+  hw::chip::Chip chip(cfg, hw::core::Mode::kFunctional);
+  const std::uint64_t per_block = 512, blocks = 8;  // 4 AIV: two waves
+  std::vector<float> x(per_block * blocks);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.5f;
+  chip.memory().write(0, x.data(), x.size() * 4);
+  LaunchSpec spec{"scale", KernelType::kVector, static_cast<std::uint32_t>(blocks), [=] {
+                    GlobalTensor<float> in, out;
+                    in.SetGlobalBuffer(GetBlockIdx() * per_block * 4);
+                    out.SetGlobalBuffer(0x100000 + GetBlockIdx() * per_block * 4);
+                    TPipe pipe;
+                    TQue<TPosition::VECIN, 1> qi;
+                    TQue<TPosition::VECOUT, 1> qo;
+                    pipe.InitBuffer(qi, 1, per_block * 4);
+                    pipe.InitBuffer(qo, 1, per_block * 4);
+                    LocalTensor<float> a = qi.AllocTensor<float>();
+                    DataCopy(a, in, per_block);
+                    qi.EnQue(a);
+                    a = qi.DeQue<float>();
+                    LocalTensor<float> b = qo.AllocTensor<float>();
+                    Muls(b, a, 3.0f, per_block);
+                    qo.EnQue(b);
+                    qi.FreeTensor(a);
+                    b = qo.DeQue<float>();
+                    DataCopy(out, b, per_block);
+                    qo.FreeTensor(b);
+                  }};
+  const LaunchResult r = launch(chip, spec);
+  EXPECT_EQ(r.runs.size(), blocks);
+  EXPECT_EQ(r.cores_used, 4u);
+  std::uint64_t wave1_end = 0, wave2_start = UINT64_MAX;
+  for (const CoreRun& run : r.runs) {
+    if (run.block < 4) wave1_end = std::max(wave1_end, run.end);
+    else wave2_start = std::min(wave2_start, run.start);
+  }
+  EXPECT_GE(wave2_start, wave1_end / 2) << "second-wave blocks start after first-wave blocks on their core";
+  std::vector<float> y(x.size());
+  chip.memory().read(0x100000, y.data(), y.size() * 4);
+  for (std::size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], x[i] * 3.0f) << i;
+}
+
+TEST(KernelApi, ScalarAccessAfterAVectorToScalarFlag) {
+  const auto cfg = tiny();
+  hw::chip::Chip chip(cfg, hw::core::Mode::kFunctional);
+  float seen = 0;
+  LaunchSpec spec{"scalar", KernelType::kVector, 1, [&] {
+                    TPipe pipe;
+                    TBuf<TPosition::VECCALC> buf;
+                    pipe.InitBuffer(buf, 1024);
+                    LocalTensor<float> t = buf.Get<float>();
+                    t.SetValue(3, 2.0f);
+                    SetFlag<HardEvent::S_V>(0);
+                    WaitFlag<HardEvent::S_V>(0);
+                    Muls(t, t, 4.0f, 64);
+                    SetFlag<HardEvent::V_S>(0);
+                    WaitFlag<HardEvent::V_S>(0);
+                    seen = t.GetValue(3);
+                  }};
+  launch(chip, spec);
+  EXPECT_EQ(seen, 8.0f);
+}
+
+TEST(KernelApi, BufferThatDoesNotFitNamesTheSpace) {
+  const auto cfg = tiny();
+  hw::chip::Chip chip(cfg, hw::core::Mode::kTimingOnly);
+  LaunchSpec spec{"too_big", KernelType::kVector, 1, [] {
+                    TPipe pipe;
+                    TQue<TPosition::VECIN, 2> q;
+                    pipe.InitBuffer(q, 2, 20 * 1024);
+                  }};
+  const std::string msg = launch_error(chip, spec);
+  EXPECT_NE(msg.find("TPipe::InitBuffer"), std::string::npos) << msg;
+  EXPECT_NE(msg.find("in UB does not fit"), std::string::npos) << msg;
+}
+
+}  // namespace
+}  // namespace npusim::fw::kernel
