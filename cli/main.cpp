@@ -94,3 +94,10 @@ int sc_main(int argc, char** argv) {
   }
   return 0;
 }
+
+// The process entry: keeps SystemC's banner off the terminal (it is printed before sc_main runs), then hands over
+// to SystemC, which calls sc_main.
+int main(int argc, char** argv) {
+  setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 1);
+  return sc_core::sc_elab_and_sim(argc, argv);
+}

@@ -189,14 +189,14 @@ void CoreEngine::issue(isa::Instr in) {
       for (const auto& ps : pipes_)
         if (!ps.queue.empty()) return false;
       return true;
-    }, "it waits at " + isa::describe(in) + " (" + isa::format_loc(in.where) + ")");
+    }, [&] { return "it waits at " + isa::describe(in) + " (" + isa::format_loc(in.where) + ")"; });
     for (const auto& ps : pipes_) scalar_time_ = std::max(scalar_time_, ps.done_max);
     return;
   }
   if (in.op == Op::kWaitFlag && in.sync.dst == Pipe::kS) {
     Flag& f = flag(in.sync.src, in.sync.dst, in.sync.id);
     run_until([&] { return !f.sets.empty(); },
-              "it waits at " + isa::describe(in) + " (" + isa::format_loc(in.where) + ")");
+              [&] { return "it waits at " + isa::describe(in) + " (" + isa::format_loc(in.where) + ")"; });
     scalar_time_ = std::max(scalar_time_, f.sets.front().time);
     consume(f, in, Pipe::kS, scalar_time_);
     return;
@@ -216,7 +216,7 @@ void CoreEngine::issue(isa::Instr in) {
     if (!hub) fail(in, Pipe::kS, "cross-core flags need a split chip with AIC and AIV cores in the launch");
     scalar_cross_wait_ = true;
     run_until([&] { return hub->peek(id_.index, in.sync.id).has_value(); },
-              "it waits at " + isa::describe(in) + " (" + isa::format_loc(in.where) + "), which no core will set");
+              [&] { return "it waits at " + isa::describe(in) + " (" + isa::format_loc(in.where) + "), which no core will set"; });
     scalar_cross_wait_ = false;
     scalar_time_ = std::max({scalar_time_, *hub->peek(id_.index, in.sync.id), host_.now()});
     hub->consume(id_.index, in.sync.id);
@@ -225,10 +225,10 @@ void CoreEngine::issue(isa::Instr in) {
 
   PipeState& ps = pipes_[static_cast<int>(in.pipe)];
   if (ps.queue.size() >= ps.depth) {
-    const std::string what = "it is stalled issuing " + isa::describe(in) + " (" + isa::format_loc(in.where) +
-                             ") into the full " + std::string(isa::pipe_name(in.pipe)) + " queue (depth " +
-                             std::to_string(ps.depth) + ")";
-    run_until([&] { return ps.queue.size() < ps.depth; }, what);
+    run_until([&] { return ps.queue.size() < ps.depth; }, [&] {
+      return "it is stalled issuing " + isa::describe(in) + " (" + isa::format_loc(in.where) + ") into the full " +
+             std::string(isa::pipe_name(in.pipe)) + " queue (depth " + std::to_string(ps.depth) + ")";
+    });
     // The slot freed when the head left the queue, i.e. at its start.
     scalar_time_ = std::max(scalar_time_, ps.last_start);
   }
@@ -342,10 +342,10 @@ bool CoreEngine::step(std::optional<std::uint64_t> limit) {
   }
 }
 
-template <class Pred>
-void CoreEngine::run_until(Pred done, const std::string& waiting_for) {
+template <class Pred, class Why>
+void CoreEngine::run_until(Pred done, Why waiting_for) {
   while (!done()) {
-    if (!step()) deadlock(waiting_for);
+    if (!step()) deadlock(waiting_for());
   }
 }
 
@@ -450,7 +450,7 @@ void CoreEngine::finish() {
     for (const auto& ps : pipes_)
       if (!ps.queue.empty()) return false;
     return true;
-  }, "the kernel has ended");
+  }, [] { return std::string("the kernel has ended"); });
   end_ = scalar_time_;
   for (const auto& ps : pipes_) end_ = std::max({end_, ps.done_max, ps.free_at});
   // Sets nobody waited for are legal, but two of them mean the second found the flag set.

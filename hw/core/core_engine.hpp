@@ -155,8 +155,8 @@ class CoreEngine {
   // arrive first. Returns false when no head can start (or none before `limit`).
   bool step(std::optional<std::uint64_t> limit = std::nullopt);
   // Runs until `done()` holds; `waiting_for` describes the scalar's need for a deadlock report.
-  template <class Pred>
-  void run_until(Pred done, const std::string& waiting_for);
+  template <class Pred, class Why>
+  void run_until(Pred done, Why waiting_for);
   [[noreturn]] void deadlock(const std::string& waiting_for) const;
   void execute(int p, Entry e, std::uint64_t start);
   void record(PipeState& ps, std::uint64_t start, std::uint64_t end);

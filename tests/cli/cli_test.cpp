@@ -11,41 +11,13 @@
 #include <sstream>
 #include <string>
 
+#include "cli/cli_support.hpp"
+
 namespace {
 
-struct Result {
-  int status = -1;
-  std::string out;
-  std::string err;
-};
-
-Result run(const std::string& args) {
-  // One stderr file per call and process: ctest runs the cases of this binary in parallel.
-  static int calls = 0;
-  const std::string err_path = ::testing::TempDir() + "npusim_cli_stderr." + std::to_string(getpid()) + "." +
-                               std::to_string(calls++) + ".txt";
-  const std::string cmd = std::string(NPUSIM_BINARY) + " " + args + " 2>" + err_path;
-  Result r;
-  FILE* p = popen(cmd.c_str(), "r");
-  if (!p) return r;
-  std::array<char, 4096> buf{};
-  std::size_t n = 0;
-  while ((n = fread(buf.data(), 1, buf.size(), p)) > 0) r.out.append(buf.data(), n);
-  const int raw = pclose(p);
-  r.status = WIFEXITED(raw) ? WEXITSTATUS(raw) : -1;
-  std::ifstream e(err_path);
-  std::stringstream ss;
-  ss << e.rdbuf();
-  r.err = ss.str();
-  std::remove(err_path.c_str());
-  return r;
-}
-
-std::string write_file(const std::string& name, const std::string& text) {
-  const std::string path = ::testing::TempDir() + name;
-  std::ofstream(path) << text;
-  return path;
-}
+using npusim_test::Result;
+using npusim_test::run;
+using npusim_test::write_file;
 
 TEST(Cli, InfoDefaultIs910b) {
   Result r = run("info");
