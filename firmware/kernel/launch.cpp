@@ -116,7 +116,15 @@ LaunchResult launch(hw::chip::Chip& chip, const LaunchSpec& spec) {
     stuck += (stuck.empty() ? "" : "; ") + core.identity().name + " (block " +
              std::to_string(e ? e->identity().block : 0) + "): " + (e ? e->describe_blocked() : std::string("?"));
   }
-  if (!stuck.empty()) throw hw::core::KernelError("deadlock: no core can make progress: " + stuck);
+  if (!stuck.empty()) {
+    // Unwind the stuck kernels' stacks (their objects are destroyed) from a process, where kills are allowed.
+    sc_core::sc_spawn([&chip] {
+      for (std::uint32_t c = 0; c < chip.core_count(); ++c)
+        if (chip.core(c).busy()) chip.core(c).abandon();
+    });
+    sc_core::sc_start();
+    throw hw::core::KernelError("deadlock: no core can make progress: " + stuck);
+  }
 
   result.start = UINT64_MAX;
   for (const CoreRun& r : result.runs) {

@@ -10,7 +10,7 @@ AiCore::AiCore(sc_core::sc_module_name name, CoreIdentity id, Env env)
   // Kernels are ordinary C++ functions running on this thread's stack: give them room.
   sc_core::sc_spawn_options opts;
   opts.set_stack_size(2 * 1024 * 1024);
-  sc_core::sc_spawn([this] { run(); }, sc_core::sc_gen_unique_name("scalar"), &opts);
+  thread_ = sc_core::sc_spawn([this] { run(); }, sc_core::sc_gen_unique_name("scalar"), &opts);
 }
 
 void AiCore::start(Program program, std::uint32_t block, std::function<void(const CoreEngine&)> on_done) {
@@ -37,6 +37,10 @@ void AiCore::wait_cross(std::optional<std::uint64_t> until) {
   current_ = engine_.get();
 }
 
+void AiCore::abandon() {
+  if (thread_.valid() && !thread_.terminated()) thread_.kill();
+}
+
 void AiCore::run() {
   for (;;) {
     while (!next_) wait(start_event_);
@@ -52,6 +56,8 @@ void AiCore::run() {
       program(*engine_);
       engine_->finish();
       sync(engine_->end_cycle());
+    } catch (const sc_core::sc_unwind_exception&) {
+      throw;  // abandon(): let SystemC unwind the thread
     } catch (...) {
       error_ = std::current_exception();
       running_ = false;

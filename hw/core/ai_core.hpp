@@ -41,6 +41,10 @@ class AiCore : public sc_core::sc_module, private CoreHost {
   const CoreEngine* engine() const { return engine_.get(); }
   std::exception_ptr error() const { return error_; }
 
+  // Unwinds the stack of a program that can never finish (a deadlock), so its objects are destroyed. Call from a
+  // SystemC process (kills are immediate there).
+  void abandon();
+
   // The engine of the core whose thread is running (the kernel API's way to find its core).
   static CoreEngine* current() { return current_; }
 
@@ -63,6 +67,7 @@ class AiCore : public sc_core::sc_module, private CoreHost {
   std::unique_ptr<CoreEngine> engine_;
   bool running_ = false;
   std::exception_ptr error_;
+  sc_core::sc_process_handle thread_;
   static CoreEngine* current_;
 };
 
