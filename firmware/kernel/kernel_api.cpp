@@ -113,9 +113,17 @@ void vec_count(const VecSpec& s, std::uint64_t count, SourceLoc where) {
   const std::uint32_t lanes = hw::isa::vector_lanes(base);
   const std::uint32_t ds = hw::isa::dtype_bytes(s.dtype), ss = hw::isa::dtype_bytes(s.src_dtype);
   const bool bits_out = s.op == Op::kCompare, bits_in = s.op == Op::kSelect;
-  // Mask outputs take lanes/8 bytes per repeat; keep each instruction's start 32 B-aligned.
+  // Bit masks take lanes/8 bytes per repeat; every instruction's mask must start 32 B-aligned, so the count form
+  // takes whole 32 B blocks of mask (256 elements) and splits at even repeat counts.
   std::uint64_t max_rep = std::max<std::uint64_t>(c.engine->config().vector.max_repeat, 1);
-  if ((bits_out || bits_in) && lanes / 8 < 32) max_rep -= max_rep % (32 / (lanes / 8));
+  if (bits_out || bits_in) {
+    if (count % 256 != 0) {
+      bad_param(std::string(hw::isa::op_name(s.op)), "count " + std::to_string(count) +
+                    " is not a multiple of 256: the bit mask would not fill whole 32 B blocks (use the repeat form)",
+                where);
+    }
+    if (lanes / 8 < 32) max_rep -= max_rep % (32 / (lanes / 8));
+  }
   const std::uint32_t dst_step = bits_out ? lanes / 8 : lanes * ds;
   const std::uint32_t src_step = lanes * (s.op == Op::kCast ? ss : ds);
   std::uint64_t done = 0;  // repeats issued so far

@@ -188,5 +188,80 @@ TEST(KernelApi, BufferThatDoesNotFitNamesTheSpace) {
   EXPECT_NE(msg.find("in UB does not fit"), std::string::npos) << msg;
 }
 
+TEST(KernelApi, PaddedCopiesAndCountFormTailsOnOddSizes) {
+  const auto cfg = tiny();
+  hw::chip::Chip chip(cfg, hw::core::Mode::kFunctional);
+  const std::uint32_t rows = 3, cols = 37;  // 74 B per row: not whole 32 B blocks
+  std::vector<half> x(rows * cols);
+  for (std::size_t i = 0; i < x.size(); ++i) x[i] = hw::isa::to_half(static_cast<float>(i) - 50.0f);
+  chip.memory().write(0, x.data(), x.size() * 2);
+  LaunchSpec spec{"pad", KernelType::kVector, 1, [&] {
+                    GlobalTensor<half> in, out;
+                    in.SetGlobalBuffer(0);
+                    out.SetGlobalBuffer(0x10000);
+                    TPipe pipe;
+                    TBuf<TPosition::VECCALC> a, f, g, mask;
+                    pipe.InitBuffer(a, 4096);
+                    pipe.InitBuffer(f, 8192);
+                    pipe.InitBuffer(g, 4096);
+                    pipe.InitBuffer(mask, 256);
+                    LocalTensor<half> la = a.Get<half>(), lg = g.Get<half>();
+                    LocalTensor<float> lf = f.Get<float>();
+                    // Each 74 B row lands in a 96 B (32 B-aligned) UB row: 37 elements + 11 pad elements.
+                    DataCopyPad(la, in, DataCopyExtParams{static_cast<std::uint16_t>(rows), cols * 2, 0, 0},
+                                DataCopyPadExtParams<half>{true, 0, 11, hw::isa::to_half(-1.0f)});
+                    SetFlag<HardEvent::MTE2_V>(0);
+                    WaitFlag<HardEvent::MTE2_V>(0);
+                    const std::uint64_t n = rows * 48;  // 144 elements: a full repeat and a masked tail
+                    Cast(lf, la, RoundMode::CAST_NONE, n);
+                    Muls(lf, lf, 2.0f, n);
+                    Cast(lg, lf, RoundMode::CAST_RINT, n);
+                    // Compare's count form takes whole 32 B blocks of bit mask: 256 elements.
+                    Compare(mask.Get<std::uint8_t>(), lg, la, CMPMODE::GT, 256);
+                    Select(lg, mask.Get<std::uint8_t>(), lg, la, 256);  // max(2x, x)
+                    SetFlag<HardEvent::V_MTE3>(0);
+                    WaitFlag<HardEvent::V_MTE3>(0);
+                    DataCopyPad(out, lg, DataCopyExtParams{static_cast<std::uint16_t>(rows), cols * 2, 0, 0});
+                  }};
+  launch(chip, spec);
+  std::vector<half> y(rows * cols);
+  chip.memory().read(0x10000, y.data(), y.size() * 2);
+  for (std::size_t i = 0; i < y.size(); ++i) {
+    const float v = hw::isa::to_float(x[i]);
+    ASSERT_EQ(hw::isa::to_float(y[i]), std::max(2 * v, v)) << i;
+  }
+}
+
+TEST(KernelApi, CoupledCoreMovesL0cToUb) {
+  const auto cfg = config::load_config("910", {}).chip;
+  hw::chip::Chip chip(cfg, hw::core::Mode::kFunctional);
+  float first = 0;
+  LaunchSpec spec{"l0c_to_ub", KernelType::kMix, 1, [&] {
+                    TPipe pipe;
+                    TBuf<TPosition::A2> a;
+                    TBuf<TPosition::B2> b;
+                    TBuf<TPosition::CO1> c;
+                    TBuf<TPosition::VECCALC> u;
+                    pipe.InitBuffer(a, 512);
+                    pipe.InitBuffer(b, 512);
+                    pipe.InitBuffer(c, 1024);
+                    pipe.InitBuffer(u, 1024);
+                    LocalTensor<half> la = a.Get<half>(), lb = b.Get<half>();
+                    for (int i = 0; i < 16; ++i) {
+                      la.SetValue(i * 16 + i, hw::isa::to_half(1.0f));   // A = I
+                      lb.SetValue(i * 16 + i, hw::isa::to_half(3.0f));   // B = 3 I
+                    }
+                    Mmad(c.Get<float>(), la, lb, MmadParams{16, 16, 16, true});
+                    SetFlag<HardEvent::M_V>(0);
+                    WaitFlag<HardEvent::M_V>(0);
+                    DataCopy(u.Get<float>(), c.Get<float>(), 256);
+                    SetFlag<HardEvent::V_S>(0);
+                    WaitFlag<HardEvent::V_S>(0);
+                    first = u.Get<float>().GetValue(0);
+                  }};
+  launch(chip, spec);
+  EXPECT_EQ(first, 3.0f);
+}
+
 }  // namespace
 }  // namespace npusim::fw::kernel

@@ -540,3 +540,138 @@ TEST(CubeSemantics, Load2dTransposesFractalsAndUnsupportedFormsAreErrors) {
 
 }  // namespace
 }  // namespace npusim::hw::isa
+
+namespace npusim::hw::isa {
+namespace {
+
+TEST(CubeSemantics, Bf16AndFp32MmadAndFixpipeToL1) {
+  for (DType t : {DType::kBf16, DType::kFp32}) {
+    TestMemory m;
+    const int M = 16, K = 24, N = 32;
+    std::mt19937 rng(19);
+    std::uniform_int_distribution<int> d(-4, 4);  // small integers: every product and sum is exact in fp32
+    std::vector<float> a(M * K), b(K * N);
+    for (auto& v : a) v = static_cast<float>(d(rng));
+    for (auto& v : b) v = static_cast<float>(d(rng));
+    if (t == DType::kBf16) {
+      std::vector<BFloat16> ab(a.size()), bb(b.size());
+      for (std::size_t i = 0; i < a.size(); ++i) ab[i] = to_bf16(a[i]);
+      for (std::size_t i = 0; i < b.size(); ++i) bb[i] = to_bf16(b[i]);
+      const auto pa = pack_l0a(ab, M, K), pb = pack_l0b(bb, K, N);
+      std::memcpy(m.local(Space::kL0A, 0, 0), pa.data(), pa.size() * 2);
+      std::memcpy(m.local(Space::kL0B, 0, 0), pb.data(), pb.size() * 2);
+    } else {
+      const auto pa = pack_l0a(a, M, K), pb = pack_l0b(b, K, N);
+      std::memcpy(m.local(Space::kL0A, 0, 0), pa.data(), pa.size() * 4);
+      std::memcpy(m.local(Space::kL0B, 0, 0), pb.data(), pb.size() * 4);
+    }
+    Instr mm;
+    mm.op = Op::kMmad;
+    mm.dtype = DType::kFp32;
+    mm.src_dtype = t;
+    mm.cube.m = M;
+    mm.cube.k = K;
+    mm.cube.n = N;
+    execute(mm, m);
+    // FixPipe into L1 as NZ fp16 (c0 = 16), 16 rows per column block.
+    Instr fx;
+    fx.op = Op::kFixpipe;
+    fx.dtype = DType::kFp16;
+    fx.src_dtype = DType::kFp32;
+    fx.src_space = Space::kL0C;
+    fx.dst_space = Space::kL1;
+    fx.cube.m = M;
+    fx.cube.n = N;
+    fx.cube.src_rows = 16;
+    fx.cube.nz_out = true;
+    execute(fx, m);
+    const auto* l1 = reinterpret_cast<Half*>(m.local(Space::kL1, 0, 0));
+    for (int i = 0; i < M; ++i) {
+      for (int j = 0; j < N; ++j) {
+        float want = 0;
+        for (int k = 0; k < K; ++k) want += a[i * K + k] * b[k * N + j];
+        ASSERT_EQ(to_float(l1[nz_index(i, j, 16, 16)]), want) << dtype_name(t) << " " << i << "," << j;
+      }
+    }
+  }
+}
+
+TEST(CopySemantics, L0cToUbMovesFractalsUnchanged) {
+  TestMemory m;
+  auto* c = reinterpret_cast<float*>(m.local(Space::kL0C, 0, 0));
+  for (int i = 0; i < 512; ++i) c[i] = static_cast<float>(i) * 0.25f;
+  Instr in;
+  in.op = Op::kCopyL0cToUb;
+  in.src_space = Space::kL0C;
+  in.dst_space = Space::kUb;
+  in.dst = 0x400;
+  in.copy.burst_bytes = 2048;
+  execute(in, m);
+  EXPECT_EQ(pipe_of(in), Pipe::kV);
+  for (int i = 0; i < 512; ++i) EXPECT_EQ(m.ub<float>(0x400)[i], static_cast<float>(i) * 0.25f);
+}
+
+TEST(VectorSemantics, CompareModesIntegerOpsAndFp16Reductions) {
+  TestMemory m;
+  for (int i = 0; i < 64; ++i) {
+    m.ub<float>(0)[i] = static_cast<float>(i % 5);
+    m.ub<float>(0x100)[i] = 2.0f;
+  }
+  const std::pair<CmpMode, bool (*)(float, float)> modes[] = {
+      {CmpMode::kLt, [](float a, float b) { return a < b; }}, {CmpMode::kGt, [](float a, float b) { return a > b; }},
+      {CmpMode::kEq, [](float a, float b) { return a == b; }}, {CmpMode::kLe, [](float a, float b) { return a <= b; }},
+      {CmpMode::kGe, [](float a, float b) { return a >= b; }}, {CmpMode::kNe, [](float a, float b) { return a != b; }}};
+  for (const auto& [mode, ref] : modes) {
+    Instr cmp = vec(Op::kCompare, DType::kFp32, 0x1000, 0, 0x100, 1);
+    cmp.vec.cmp = mode;
+    execute(cmp, m);
+    for (int i = 0; i < 64; ++i)
+      EXPECT_EQ(((m.ub<std::uint8_t>(0x1000)[i / 8] >> (i % 8)) & 1) != 0, ref(m.ub<float>(0)[i], 2.0f));
+  }
+  // int32: abs, relu, adds, duplicate; sub wraps.
+  for (int i = 0; i < 64; ++i) m.ub<std::int32_t>(0x2000)[i] = (i - 32) * 1000;
+  m.ub<std::int32_t>(0x2000)[0] = INT32_MIN;
+  execute(vec(Op::kAbs, DType::kInt32, 0x3000, 0x2000, 0, 1), m);
+  execute(vec(Op::kRelu, DType::kInt32, 0x3100, 0x2000, 0, 1), m);
+  Instr adds = vec(Op::kAdds, DType::kInt32, 0x3200, 0x2000, 0, 1);
+  adds.vec.scalar = 7;
+  execute(adds, m);
+  execute(vec(Op::kSub, DType::kInt32, 0x3300, 0x2000, 0x3200, 1), m);
+  for (int i = 1; i < 64; ++i) {
+    const std::int32_t x = (i - 32) * 1000;
+    EXPECT_EQ(m.ub<std::int32_t>(0x3000)[i], std::abs(x));
+    EXPECT_EQ(m.ub<std::int32_t>(0x3100)[i], std::max(x, 0));
+    EXPECT_EQ(m.ub<std::int32_t>(0x3200)[i], x + 7);
+    EXPECT_EQ(m.ub<std::int32_t>(0x3300)[i], -7);
+  }
+  EXPECT_EQ(m.ub<std::int32_t>(0x3000)[0], INT32_MIN);  // |INT32_MIN| wraps, as two's complement does
+  // fp16 WholeReduceSum accumulates in fp32 and rounds once; BlockReduceSum/Min per 16-element block.
+  for (int i = 0; i < 128; ++i) m.ub<Half>(0x4000)[i] = to_half(static_cast<float>(i % 16) + 0.5f);
+  execute(vec(Op::kReduceSum, DType::kFp16, 0x5000, 0x4000, 0, 1), m);
+  EXPECT_EQ(to_float(m.ub<Half>(0x5000)[0]), 8 * (120 + 8.0f));
+  Instr bs = vec(Op::kBlockReduceSum, DType::kFp16, 0x6000, 0x4000, 0, 1);
+  bs.vec.dst_rep_elems = 8;
+  execute(bs, m);
+  Instr bm = vec(Op::kBlockReduceMin, DType::kFp16, 0x6100, 0x4000, 0, 1);
+  bm.vec.dst_rep_elems = 8;
+  execute(bm, m);
+  for (int b = 0; b < 8; ++b) {
+    EXPECT_EQ(to_float(m.ub<Half>(0x6000)[b]), 128.0f);
+    EXPECT_EQ(to_float(m.ub<Half>(0x6100)[b]), 0.5f);
+  }
+  // Masked-out lanes do not take part: the sum of lanes 0..9 only.
+  Instr part = vec(Op::kReduceSum, DType::kFp16, 0x7000, 0x4000, 0, 1);
+  part.vec.mask = Mask::count(10);
+  execute(part, m);
+  EXPECT_EQ(to_float(m.ub<Half>(0x7000)[0]), 45 + 5.0f);
+  // bf16 arithmetic rounds to bf16 once.
+  for (int i = 0; i < 128; ++i) {
+    m.ub<BFloat16>(0x8000)[i] = to_bf16(1.0f);
+    m.ub<BFloat16>(0x8100)[i] = to_bf16(std::ldexp(1.0f, -9));  // below half an ulp of 1 in bf16 (2^-8)
+  }
+  execute(vec(Op::kAdd, DType::kBf16, 0x8200, 0x8000, 0x8100, 1), m);
+  EXPECT_EQ(to_float(m.ub<BFloat16>(0x8200)[0]), 1.0f);
+}
+
+}  // namespace
+}  // namespace npusim::hw::isa
