@@ -177,9 +177,12 @@ void reflect(Visitor& v, ChipConfig& c) {
     v.integer("capacity", c.hbm.capacity, U::kBytes, kRequired, "device memory capacity");
     v.real("controller_latency", c.hbm.controller_latency, U::kTime, 10.0,
            "memory-controller queueing and PHY latency (assumed)");
-    v.integer("queue_depth", c.hbm.queue_depth, U::kCount, 32, "requests per pseudo-channel scheduler window");
-    v.text("address_mapping", c.hbm.address_mapping, std::string("ro_ba_bg_ch_co"),
-           "physical address to channel/bank/row mapping, most to least significant", {"ro_ba_bg_ch_co", "ro_ch_ba_bg_co"});
+    v.integer("queue_depth", c.hbm.queue_depth, U::kCount, 64,
+              "requests per pseudo-channel scheduler window (assumed, typical of HBM controllers)");
+    v.text("address_mapping", c.hbm.address_mapping, std::string("ro_ba_ch_co_bg"),
+           "address fields above the burst offset, most to least significant: ro(w), ba(nk), ch(annel: "
+           "pseudo-channel), co(lumn), bg (bank group)",
+           {"ro_ba_ch_co_bg", "ro_ch_ba_bg_co", "ro_ba_co_ch_bg"});
     v.text("scheduler", c.hbm.scheduler, std::string("frfcfs"), "request scheduler", {"frfcfs", "fcfs"});
     v.text("page_policy", c.hbm.page_policy, std::string("open"), "row buffer policy", {"open", "closed"});
     v.text("refresh", c.hbm.refresh, std::string("all_bank"), "refresh mode", {"all_bank", "per_bank", "none"});
@@ -241,6 +244,9 @@ void reflect(Visitor& v, ChipConfig& c) {
   {
     Group g(v, "sim", "simulation knobs (no hardware meaning)");
     v.integer("chunk_bytes", c.sim.chunk_bytes, U::kBytes, 4096, "granularity of modelled memory traffic");
+    v.text("memory_model", c.sim.memory_model, std::string("detailed"),
+           "GM behind the cores: detailed (interconnect, L2, HBM) or simple (simple_gm: latency + per-core rate)",
+           {"detailed", "simple"});
   }
 }
 

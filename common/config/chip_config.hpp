@@ -178,6 +178,7 @@ struct HostParams {
 
 struct SimParams {
   std::uint64_t chunk_bytes = 0;
+  std::string memory_model;  // "detailed" or "simple"
 };
 
 struct ChipConfig {

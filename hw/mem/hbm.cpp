@@ -1,0 +1,219 @@
+#include "hw/mem/hbm.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+namespace npusim::hw::mem {
+
+namespace {
+// t moved past the periodic windows [offset + k period, + busy) if [t, t + duration) would overlap one.
+double past_windows(double t, double duration, double offset, double period, double busy) {
+  if (period <= 0 || busy <= 0) return t;
+  const double k = std::floor((t - offset) / period);
+  const double start = offset + k * period;
+  if (t < start + busy) return start + busy;  // inside the window
+  const double next = start + period;
+  if (t + duration > next) return next + busy;  // would run into the next one
+  return t;
+}
+constexpr double kHorizon = 2000.0;  // ns of history kept in the calendars
+}  // namespace
+
+Hbm::Hbm(const config::HbmParams& p)
+    : p_(p),
+      map_(p),
+      burst_bytes_(p.burst_bytes),
+      // A burst is burst_bytes over a bus of bus_bits pins at pin_rate bit/s each.
+      t_burst_(static_cast<double>(p.burst_bytes) * 8.0 / (static_cast<double>(p.bus_bits) * p.pin_rate) * 1e9),
+      refresh_all_bank_(p.refresh == "all_bank"),
+      refresh_per_bank_(p.refresh == "per_bank"),
+      closed_page_(p.page_policy == "closed") {
+  pcs_.resize(map_.pseudo_channels());
+  for (std::size_t i = 0; i < pcs_.size(); ++i) {
+    pcs_[i].banks.resize(map_.banks_per_pc());
+    // Refresh of the PCs is staggered over the interval, as controllers do to spread the loss.
+    pcs_[i].offset = p_.timing.tREFI * static_cast<double>(i) / static_cast<double>(pcs_.size());
+    pcs_[i].inflight.assign(std::max<std::uint64_t>(p_.queue_depth, 1), 0.0);
+  }
+}
+
+double Hbm::past_refresh(const Pc& pc, double t, double duration) const {
+  return refresh_all_bank_ ? past_windows(t, duration, pc.offset, p_.timing.tREFI, p_.timing.tRFC) : t;
+}
+
+double Hbm::Calendar::reserve(double earliest, double duration, const Hbm& h, const Pc& pc) {
+  double s = earliest;
+  for (;;) {
+    const double moved = h.past_refresh(pc, s, duration);
+    bool clash = false;
+    auto it = std::lower_bound(busy.begin(), busy.end(), std::make_pair(moved, moved),
+                               [](const auto& a, const auto& b) { return a.second <= b.first; });
+    s = moved;
+    for (; it != busy.end() && it->first < s + duration; ++it) {
+      if (it->second > s) {
+        s = it->second;
+        clash = true;
+      }
+    }
+    if (!clash && moved == s) break;
+  }
+  const auto pos = std::lower_bound(busy.begin(), busy.end(), std::make_pair(s, s + duration));
+  // Merge with touching neighbours to keep the calendar short.
+  auto ins = busy.insert(pos, {s, s + duration});
+  if (ins != busy.begin() && std::prev(ins)->second >= ins->first) {
+    std::prev(ins)->second = std::max(std::prev(ins)->second, ins->second);
+    ins = std::prev(busy.erase(ins));
+  }
+  if (std::next(ins) != busy.end() && std::next(ins)->first <= ins->second) {
+    ins->second = std::max(ins->second, std::next(ins)->second);
+    busy.erase(std::next(ins));
+  }
+  return s;
+}
+
+void Hbm::Calendar::prune(double before) {
+  std::size_t n = 0;
+  while (n < busy.size() && busy[n].second < before) ++n;
+  if (n > 64) busy.erase(busy.begin(), busy.begin() + static_cast<std::ptrdiff_t>(n));
+}
+
+double Hbm::schedule_act(Pc& pc, double earliest) {
+  const config::HbmTiming& T = p_.timing;
+  double t = earliest;
+  std::vector<double> near;
+  for (int guard = 0; guard < 10000; ++guard) {
+    if (refresh_all_bank_) t = past_windows(t, 0, pc.offset, T.tREFI, T.tRFC);
+    const auto lo = std::lower_bound(pc.acts.begin(), pc.acts.end(), t - std::max(T.tFAW, T.tRRD));
+    const auto hi = std::upper_bound(lo, pc.acts.end(), t + std::max(T.tFAW, T.tRRD));
+    double need = t;
+    for (auto it = lo; it != hi; ++it)
+      if (std::abs(*it - t) < T.tRRD) need = std::max(need, *it + T.tRRD);
+    if (need == t) {
+      // tFAW: at most four activates in any tFAW window, i.e. every five consecutive ones (t among them) span at
+      // least tFAW.
+      near.assign(lo, hi);
+      const auto pos = static_cast<std::ptrdiff_t>(std::lower_bound(near.begin(), near.end(), t) - near.begin());
+      near.insert(near.begin() + pos, t);
+      for (std::ptrdiff_t i = std::max<std::ptrdiff_t>(0, pos - 4); i <= pos && i + 4 < static_cast<std::ptrdiff_t>(near.size()); ++i) {
+        if (near[static_cast<std::size_t>(i + 4)] - near[static_cast<std::size_t>(i)] < T.tFAW) {
+          const double first_other = i == pos ? near[static_cast<std::size_t>(i + 1)] : near[static_cast<std::size_t>(i)];
+          need = std::max(need, first_other + T.tFAW);
+        }
+      }
+    }
+    if (need == t) break;
+    t = need;
+  }
+  pc.acts.insert(std::lower_bound(pc.acts.begin(), pc.acts.end(), t), t);
+  if (pc.acts.size() > 256) {
+    const double cut = earliest - kHorizon;
+    std::size_t n = 0;
+    while (n < pc.acts.size() && pc.acts[n] < cut) ++n;
+    pc.acts.erase(pc.acts.begin(), pc.acts.begin() + static_cast<std::ptrdiff_t>(n));
+  }
+  return t;
+}
+
+std::uint64_t Hbm::refresh_epoch(const Pc& pc, double t) const {
+  if (!refresh_all_bank_ || t < pc.offset) return 0;
+  return static_cast<std::uint64_t>(std::floor((t - pc.offset) / p_.timing.tREFI)) + 1;
+}
+
+double Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64_t bg_mask, std::uint32_t n,
+                      bool write, double t) {
+  const config::HbmTiming& T = p_.timing;
+  const int groups = __builtin_popcountll(bg_mask);
+  const double interval = std::max(t_burst_, T.tCCD_L / groups);
+  const double data_time = (n - 1) * interval + t_burst_;
+  double ready = t;
+  std::uint32_t acts = 0;
+  for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg) {
+    if (!((bg_mask >> bg) & 1)) continue;
+    Bank& b = pc.banks[bg * p_.banks_per_group + bank];
+    // An all-bank refresh since the row was opened closed it.
+    if (b.open && b.epoch != refresh_epoch(pc, std::max(t, b.col_ready))) b.open = false;
+    if (!(b.open && b.row == row)) {
+      double earliest = std::max(t, b.pre_done);
+      if (b.open) {
+        const double pre = std::max({t, b.act + T.tRAS, b.last_read + T.tRTP, b.write_end + T.tWR});
+        earliest = std::max(earliest, pre + T.tRP);
+      }
+      if (refresh_per_bank_) {
+        const double slot = T.tREFI / static_cast<double>(pc.banks.size());
+        earliest = past_windows(earliest, T.tRAS, pc.offset + slot * (bg * p_.banks_per_group + bank), T.tREFI, T.tRFCpb);
+      }
+      const double act = schedule_act(pc, earliest);
+      b.act = act;
+      b.open = true;
+      b.row = row;
+      b.col_ready = act + T.tRCD;
+      b.epoch = refresh_epoch(pc, b.col_ready);
+      ++acts;
+    }
+    ready = std::max(ready, b.col_ready);
+  }
+  double c0 = ready;
+  if (!write && pc.write_end > -1e17) c0 = std::max(c0, pc.write_end + (groups > 1 ? T.tWTR_S : T.tWTR_L));
+  const double lat = write ? T.tCWL : T.tCL;
+  const double before = past_refresh(pc, c0 + lat, data_time);
+  const double data_start = pc.bus.reserve(c0 + lat, data_time, *this, pc);
+  if (before != c0 + lat) ++stats_.refreshes;
+  const double data_end = data_start + data_time;
+  pc.bus.prune(t - kHorizon);
+  const double last_cmd = data_start - lat + (n - 1) * interval;
+  for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg) {
+    if (!((bg_mask >> bg) & 1)) continue;
+    Bank& b = pc.banks[bg * p_.banks_per_group + bank];
+    if (write) b.write_end = std::max(b.write_end, data_end);
+    else b.last_read = std::max(b.last_read, last_cmd);
+    b.epoch = refresh_epoch(pc, data_start);
+    if (closed_page_) {
+      const double pre = std::max({b.act + T.tRAS, b.last_read + T.tRTP, b.write_end + T.tWR});
+      b.pre_done = pre + T.tRP;
+      b.open = false;
+    }
+  }
+  if (write) pc.write_end = std::max(pc.write_end, data_end);
+  stats_.bursts += n;
+  stats_.activates += acts;
+  stats_.row_hits += n - std::min<std::uint64_t>(n, acts);
+  return data_end;
+}
+
+Hbm::Result Hbm::access(std::uint64_t addr, std::uint64_t bytes, bool write, double t_ns) {
+  (write ? stats_.write_bytes : stats_.read_bytes) += bytes;
+  Result r{t_ns, t_ns};
+  if (bytes == 0) return r;
+  const std::uint64_t first = addr / burst_bytes_ * burst_bytes_;
+  const std::uint64_t last = (addr + bytes - 1) / burst_bytes_ * burst_bytes_;
+  // Walk the bursts, serving each maximal run with the same PC, bank and row as one batch.
+  DramAddress run{};
+  std::uint64_t mask = 0;
+  std::uint32_t n = 0;
+  double accepted = t_ns;
+  auto flush = [&] {
+    if (!n) return;
+    Pc& pc = pcs_[run.pc];
+    // The PC's scheduler holds queue_depth requests: a run enters when the oldest of those is done.
+    const double enter = std::max(t_ns, pc.inflight[pc.inflight_next]);
+    accepted = std::max(accepted, enter);
+    const double done = serve_run(pc, run.bank, run.row, mask, n, write, enter + p_.controller_latency);
+    pc.inflight[pc.inflight_next] = done;
+    pc.inflight_next = (pc.inflight_next + 1) % pc.inflight.size();
+    r.done_ns = std::max(r.done_ns, done);
+    n = 0;
+    mask = 0;
+  };
+  for (std::uint64_t a = first; a <= last; a += burst_bytes_) {
+    const DramAddress d = map_.decode(a);
+    if (n && (d.pc != run.pc || d.bank != run.bank || d.row != run.row)) flush();
+    if (!n) run = d;
+    mask |= 1ULL << d.bg;
+    ++n;
+  }
+  flush();
+  r.accepted_ns = accepted;
+  return r;
+}
+
+}  // namespace npusim::hw::mem
