@@ -179,9 +179,10 @@ void reflect(Visitor& v, ChipConfig& c) {
            "memory-controller queueing and PHY latency (assumed)");
     v.integer("queue_depth", c.hbm.queue_depth, U::kCount, 64,
               "requests per pseudo-channel scheduler window (assumed, typical of HBM controllers)");
-    v.text("address_mapping", c.hbm.address_mapping, std::string("ro_ba_ch_co_bg"),
-           "address fields above the burst offset, most to least significant: ro(w), ba(nk), ch(annel: "
-           "pseudo-channel), co(lumn), bg (bank group)",
+    v.text("address_mapping", c.hbm.address_mapping, std::string("ro_ba_co_ch_bg"),
+           "address fields above the burst offset, most to least significant: ro(w), ba(nk), co(lumn), ch(annel: "
+           "pseudo-channel), bg (bank group); the default alternates bank groups every burst and pseudo-channels "
+           "every bank_groups bursts",
            {"ro_ba_ch_co_bg", "ro_ch_ba_bg_co", "ro_ba_co_ch_bg"});
     v.text("scheduler", c.hbm.scheduler, std::string("frfcfs"), "request scheduler", {"frfcfs", "fcfs"});
     v.text("page_policy", c.hbm.page_policy, std::string("open"), "row buffer policy", {"open", "closed"});
@@ -247,6 +248,8 @@ void reflect(Visitor& v, ChipConfig& c) {
     v.text("memory_model", c.sim.memory_model, std::string("detailed"),
            "GM behind the cores: detailed (interconnect, L2, HBM) or simple (simple_gm: latency + per-core rate)",
            {"detailed", "simple"});
+    v.real("counter_interval", c.sim.counter_interval, U::kTime, 1000.0,
+           "width of the time bins behind the trace's memory counters (HBM GB/s, L2 hit rate)");
   }
 }
 

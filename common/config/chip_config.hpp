@@ -179,6 +179,7 @@ struct HostParams {
 struct SimParams {
   std::uint64_t chunk_bytes = 0;
   std::string memory_model;  // "detailed" or "simple"
+  double counter_interval = 0;  // ns
 };
 
 struct ChipConfig {

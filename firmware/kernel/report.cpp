@@ -65,12 +65,37 @@ nlohmann::json launch_report(const LaunchResult& r, const hw::chip::Chip& chip, 
   j["overlap"] = overlap;
 
   const double seconds = static_cast<double>(cycles) / hz;
-  const auto rd = chip.gm().read_bytes(), wr = chip.gm().write_bytes();
-  j["memory"] = {{"hbm_read_bytes", rd},
-                 {"hbm_write_bytes", wr},
-                 {"hbm_avg_GBps", seconds > 0 ? static_cast<double>(rd + wr) / seconds / 1e9 : 0.0},
-                 {"l2_hit_rate", nullptr},
-                 {"model", "simple_gm"}};
+  nlohmann::json mem;
+  if (const hw::mem::MemorySystem* ms = chip.memory_system()) {
+    const hw::mem::HbmStats& h = ms->hbm().stats();
+    std::uint64_t hits = 0, misses = 0, l2_bytes = 0;
+    for (const auto& sl : ms->l2().stats()) {
+      hits += sl.hits;
+      misses += sl.misses;
+      l2_bytes += sl.bytes;
+    }
+    const auto& t = ms->totals();
+    mem = {{"model", "detailed"},
+           {"hbm_read_bytes", h.read_bytes},
+           {"hbm_write_bytes", h.write_bytes},
+           {"hbm_avg_GBps", seconds > 0 ? static_cast<double>(h.read_bytes + h.write_bytes) / seconds / 1e9 : 0.0},
+           {"hbm_row_hit_rate", h.row_hit_rate()},
+           {"l2_hit_rate", hits + misses ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0},
+           {"l2_avg_GBps", seconds > 0 ? static_cast<double>(l2_bytes) / seconds / 1e9 : 0.0},
+           {"gm_read_bytes", t.read_bytes},
+           {"gm_write_bytes", t.write_bytes},
+           {"avg_latency_ns", t.reads ? t.read_latency_cycles / static_cast<double>(t.reads) / hz * 1e9 : 0.0}};
+  } else {
+    const auto rd = chip.gm().read_bytes(), wr = chip.gm().write_bytes();
+    mem = {{"model", "simple"},
+           {"hbm_read_bytes", rd},
+           {"hbm_write_bytes", wr},
+           {"hbm_avg_GBps", seconds > 0 ? static_cast<double>(rd + wr) / seconds / 1e9 : 0.0},
+           {"l2_hit_rate", nullptr},
+           {"gm_read_bytes", rd},
+           {"gm_write_bytes", wr}};
+  }
+  j["memory"] = mem;
   j["sim"] = {{"wall_seconds", r.wall_seconds},
               {"instructions", r.instructions},
               {"instructions_per_second", r.wall_seconds > 0 ? static_cast<double>(r.instructions) / r.wall_seconds : 0.0},

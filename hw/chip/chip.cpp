@@ -26,7 +26,13 @@ Chip::Chip(const config::ChipConfig& cfg, core::Mode mode, const TraceFactory& t
     for (std::uint64_t i = 0; i < cfg_.cores.vector_cores; ++i)
       slots.push_back({CoreKind::kVector, "vec" + std::to_string(i), static_cast<std::uint32_t>(cfg_.cores.ai_cores + i)});
   }
-  gm_ = std::make_unique<mem::SimpleGm>(cfg_.simple_gm, static_cast<std::uint32_t>(slots.size()));
+  if (cfg_.sim.memory_model == "simple") {
+    gm_ = std::make_unique<mem::SimpleGm>(cfg_.simple_gm, static_cast<std::uint32_t>(slots.size()));
+  } else {
+    auto ms = std::make_unique<mem::MemorySystem>(cfg_, static_cast<std::uint32_t>(slots.size()));
+    memory_system_ = ms.get();
+    gm_ = std::move(ms);
+  }
   if (cfg_.split()) {
     std::vector<core::CrossCoreHub::Member> members;
     for (const Slot& s : slots) members.push_back({s.kind, s.group});

@@ -14,6 +14,7 @@
 #include "hw/core/ai_core.hpp"
 #include "hw/mem/device_memory.hpp"
 #include "hw/mem/gm_port.hpp"
+#include "hw/mem/memory_system.hpp"
 #include "hw/sim/clock.hpp"
 
 namespace npusim::hw::chip {
@@ -30,6 +31,8 @@ class Chip {
   core::Mode mode() const { return mode_; }
   mem::DeviceMemory& memory() { return memory_; }
   const mem::GmPort& gm() const { return *gm_; }
+  // The detailed memory system, or null when sim.memory_model is simple.
+  const mem::MemorySystem* memory_system() const { return memory_system_; }
 
   std::size_t core_count() const { return cores_.size(); }
   core::AiCore& core(std::size_t i) { return *cores_.at(i); }
@@ -42,6 +45,7 @@ class Chip {
   Clock clock_;
   mem::DeviceMemory memory_;
   std::unique_ptr<mem::GmPort> gm_;
+  mem::MemorySystem* memory_system_ = nullptr;
   std::unique_ptr<core::CrossCoreHub> hub_;
   std::vector<std::unique_ptr<core::AiCore>> cores_;
 };

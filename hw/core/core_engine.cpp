@@ -224,8 +224,9 @@ void CoreEngine::issue(isa::Instr in) {
   }
 
   PipeState& ps = pipes_[static_cast<int>(in.pipe)];
-  if (ps.queue.size() >= ps.depth) {
-    run_until([&] { return ps.queue.size() < ps.depth; }, [&] {
+  auto queued = [&ps] { return ps.queue.size() - (ps.continuing ? 1 : 0); };
+  if (queued() >= ps.depth) {
+    run_until([&] { return queued() < ps.depth; }, [&] {
       return "it is stalled issuing " + isa::describe(in) + " (" + isa::format_loc(in.where) + ") into the full " +
              std::string(isa::pipe_name(in.pipe)) + " queue (depth " + std::to_string(ps.depth) + ")";
     });
@@ -384,8 +385,10 @@ void CoreEngine::execute(int p, Entry e, std::uint64_t start) {
   PipeState& ps = pipes_[p];
   const isa::Instr& in = e.in;
   const Pipe pipe = static_cast<Pipe>(p);
-  ps.last_start = start;
-  ++ps.stats.instructions;
+  if (!e.started) {
+    ps.last_start = start;
+    ++ps.stats.instructions;
+  }
   std::uint64_t end = start, done = start;
   switch (in.op) {
     case Op::kSetFlag:
@@ -405,26 +408,21 @@ void CoreEngine::execute(int p, Entry e, std::uint64_t start) {
     case Op::kCrossWait: host_.cross_core()->consume(id_.index, in.sync.id); break;
     default: {
       const InstrCost c = instr_cost(cfg_, in);
+      if (c.gm && isa::gm_segments(in) > 0) {
+        if (!gm_chunk(ps, e, start, &end, &done)) {
+          // More chunks: the pipe stays with this instruction until its last chunk is accepted.
+          ps.continuing = true;
+          ps.queue.push_front(std::move(e));
+          return;
+        }
+        ps.continuing = false;
+        start = e.begin;
+        break;
+      }
       end = start + c.cycles;
       done = end;
-      if (c.gm) {
-        const std::uint64_t request = start + c.setup;
-        host_.sync(request);
-        const mem::GmAccess a =
-            host_.gm().access(mem::GmRequest{id_.index, c.gm_write, c.gm_addr, c.gm_bytes, request});
-        end = std::max(end, a.accepted);
-        done = std::max(end, a.done);
-      }
       ps.stats.bytes += isa::payload_bytes(in);
-      if (mode_ == Mode::kFunctional) {
-        try {
-          isa::execute(in, *view_);
-        } catch (const KernelError&) {
-          throw;
-        } catch (const InputError& err) {
-          fail(in, pipe, err.what());
-        }
-      }
+      if (mode_ == Mode::kFunctional) run_semantics(in, pipe);
       break;
     }
   }
@@ -443,6 +441,47 @@ void CoreEngine::consume(Flag& f, const isa::Instr& wait, Pipe pipe, std::uint64
                          isa::format_loc(first.where) + " at cycle " + std::to_string(first.time) +
                          "): a flag must be waited for before it is set again");
   }
+}
+
+void CoreEngine::run_semantics(const isa::Instr& in, Pipe pipe) {
+  try {
+    isa::execute(in, *view_);
+  } catch (const KernelError&) {
+    throw;
+  } catch (const InputError& err) {
+    fail(in, pipe, err.what());
+  }
+}
+
+bool CoreEngine::gm_chunk(PipeState& ps, Entry& e, std::uint64_t start, std::uint64_t* end, std::uint64_t* done) {
+  const isa::Instr& in = e.in;
+  const InstrCost c = instr_cost(cfg_, in);
+  std::uint64_t request = start;
+  if (!e.started) {
+    e.started = true;
+    e.begin = start;
+    e.done = start;
+    request = start + c.setup;
+    ps.stats.bytes += isa::payload_bytes(in);
+    // Values move when the instruction starts, in simulated-time order with every other access.
+    if (mode_ == Mode::kFunctional) run_semantics(in, in.pipe);
+  }
+  const isa::Segment seg = isa::gm_segment(in, e.segment);
+  const std::uint64_t bytes = std::min<std::uint64_t>(cfg_.sim.chunk_bytes, seg.bytes - e.offset);
+  host_.sync(request);
+  const mem::GmAccess a = host_.gm().access(mem::GmRequest{id_.index, c.gm_write, seg.addr + e.offset, bytes, request});
+  e.done = std::max(e.done, a.done);
+  e.offset += bytes;
+  if (e.offset == seg.bytes) {
+    e.offset = 0;
+    ++e.segment;
+  }
+  ps.free_at = std::max(request, a.accepted);
+  if (e.segment < isa::gm_segments(in)) return false;
+  // Occupancy: the path's formula, or longer when the port accepted the last byte later; data done after that.
+  *end = std::max(e.begin + c.cycles, a.accepted);
+  *done = std::max(*end, e.done);
+  return true;
 }
 
 void CoreEngine::finish() {

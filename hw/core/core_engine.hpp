@@ -125,6 +125,13 @@ class CoreEngine {
   struct Entry {
     isa::Instr in;
     std::uint64_t issued;
+    // A GM access in progress: it is served chunk by chunk (sim.chunk_bytes), each chunk a request at the time the
+    // previous one was accepted, so other cores' requests interleave at chunk granularity.
+    bool started = false;
+    std::uint32_t segment = 0;
+    std::uint64_t offset = 0;  // bytes of the segment already requested
+    std::uint64_t begin = 0;   // start of the instruction
+    std::uint64_t done = 0;    // latest data-done time of its chunks
   };
   struct PipeState {
     std::deque<Entry> queue;
@@ -132,6 +139,7 @@ class CoreEngine {
     std::uint64_t free_at = 0;   // occupancy end of the last instruction
     std::uint64_t done_max = 0;  // latest data-done time of everything executed
     std::uint64_t last_start = 0;
+    bool continuing = false;  // the head is a GM access part-way through its chunks (it has left the queue)
     PipeStats stats;
   };
   // A flag's sets not yet consumed, oldest first, with the cycle each fired at. The hardware flag is binary: a set
@@ -159,7 +167,10 @@ class CoreEngine {
   void run_until(Pred done, Why waiting_for);
   [[noreturn]] void deadlock(const std::string& waiting_for) const;
   void execute(int p, Entry e, std::uint64_t start);
+  // One chunk of a GM access; returns true when the instruction is complete.
+  bool gm_chunk(PipeState& ps, Entry& e, std::uint64_t start, std::uint64_t* end, std::uint64_t* done);
   void record(PipeState& ps, std::uint64_t start, std::uint64_t end);
+  void run_semantics(const isa::Instr& in, isa::Pipe pipe);
   void scalar_busy(std::uint64_t cycles);
 
   const config::ChipConfig& cfg_;

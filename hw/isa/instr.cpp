@@ -123,6 +123,49 @@ std::uint64_t payload_bytes(const Instr& in) {
   }
 }
 
+std::uint32_t gm_segments(const Instr& in) {
+  const CopyArgs& c = in.copy;
+  switch (in.op) {
+    case Op::kCopy:
+    case Op::kCopyPad: {
+      const std::uint32_t gap = in.src_space == Space::kGm ? c.src_gap : c.dst_gap;
+      if (in.src_space != Space::kGm && in.dst_space != Space::kGm) return 0;
+      return gap == 0 ? 1 : c.nburst;
+    }
+    case Op::kCopyNd2Nz: return c.src_row_stride == c.cols ? 1 : c.rows;
+    case Op::kFixpipe:
+      if (in.dst_space != Space::kGm) return 0;
+      return in.cube.dst_row_stride == in.cube.n ? 1 : in.cube.m;
+    default: return 0;
+  }
+}
+
+Segment gm_segment(const Instr& in, std::uint32_t i) {
+  const CopyArgs& c = in.copy;
+  const bool contiguous = gm_segments(in) == 1;
+  switch (in.op) {
+    case Op::kCopy:
+    case Op::kCopyPad: {
+      const bool read = in.src_space == Space::kGm;
+      const std::uint64_t base = read ? in.src0 : in.dst;
+      const std::uint64_t gap = read ? c.src_gap : c.dst_gap;
+      if (contiguous) return {base, static_cast<std::uint64_t>(c.nburst) * c.burst_bytes};
+      return {base + i * (c.burst_bytes + gap), c.burst_bytes};
+    }
+    case Op::kCopyNd2Nz: {
+      const std::uint64_t es = dtype_bytes(in.dtype);
+      if (contiguous) return {in.src0, static_cast<std::uint64_t>(c.rows) * c.cols * es};
+      return {in.src0 + i * static_cast<std::uint64_t>(c.src_row_stride) * es, c.cols * es};
+    }
+    case Op::kFixpipe: {
+      const std::uint64_t ds = dtype_bytes(in.dtype);
+      if (contiguous) return {in.dst, static_cast<std::uint64_t>(in.cube.m) * in.cube.n * ds};
+      return {in.dst + i * static_cast<std::uint64_t>(in.cube.dst_row_stride) * ds, in.cube.n * ds};
+    }
+    default: return {};
+  }
+}
+
 namespace {
 std::string hex(std::uint64_t v) {
   char buf[24];

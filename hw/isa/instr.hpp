@@ -150,6 +150,15 @@ struct Access {
   std::string_view operand;  // "dst", "src0", ...
 };
 
+// The GM side of an instruction as contiguous segments (bursts, rows), for the memory model. Contiguous bursts
+// merge into one segment.
+struct Segment {
+  std::uint64_t addr = 0;
+  std::uint64_t bytes = 0;
+};
+std::uint32_t gm_segments(const Instr& in);
+Segment gm_segment(const Instr& in, std::uint32_t i);
+
 // Lanes per repeat for a vector instruction: 256 B over the widest element type it touches.
 std::uint32_t vector_lanes(const Instr& in);
 // Bytes of payload the instruction moves or produces, for the copy-path cost formulas.

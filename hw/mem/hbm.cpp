@@ -31,8 +31,9 @@ Hbm::Hbm(const config::HbmParams& p)
   pcs_.resize(map_.pseudo_channels());
   for (std::size_t i = 0; i < pcs_.size(); ++i) {
     pcs_[i].banks.resize(map_.banks_per_pc());
-    // Refresh of the PCs is staggered over the interval, as controllers do to spread the loss.
-    pcs_[i].offset = p_.timing.tREFI * static_cast<double>(i) / static_cast<double>(pcs_.size());
+    // All PCs refresh together (one schedule per device). Staggering them would spread the loss, but with fine
+    // channel interleaving nearly every request would then meet some refreshing PC and wait for it.
+    pcs_[i].offset = 0;
     pcs_[i].inflight.assign(std::max<std::uint64_t>(p_.queue_depth, 1), 0.0);
   }
 }

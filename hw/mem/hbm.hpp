@@ -11,7 +11,7 @@
 //             PRE = max(ACT_prev + tRAS, last read + tRTP, last write data + tWR)
 //   first column command c0 = max(t0, ACT + tRCD, last write data + tWTR (reads after writes))
 //   data    = the earliest gap of (n-1) x interval + tBURST on the PC's data bus at or after c0 + tCL (tCWL for
-//             writes), outside the all-bank refresh windows [o + k tREFI, + tRFC) (o staggers the PCs)
+//             writes), outside the all-bank refresh windows [k tREFI, + tRFC)
 //   interval = max(tBURST, tCCD_L / g), tBURST = burst_bytes x 8 / (bus_bits x pin_rate)
 // Activates and bus slots are calendars, not "free at" times: a run blocked on its bank does not hold up a later
 // run to another bank, which is what an FR-FCFS scheduler achieves. Bursts alternating over bank groups stream at
@@ -77,7 +77,7 @@ class Hbm {
     Calendar bus;
     std::vector<double> acts;  // activate times, sorted
     double write_end = -1e18;  // end of the last write data on the PC
-    double offset = 0;         // refresh stagger
+    double offset = 0;         // refresh schedule offset (0: every PC refreshes together)
     std::vector<double> inflight;  // done times of the last queue_depth requests (a ring)
     std::size_t inflight_next = 0;
   };

@@ -29,10 +29,15 @@ TEST(KernelCli, JsonHasTheContractKeys) {
   for (const char* key : {"name", "op", "stream", "block_dim", "start_us", "dur_us", "cycles", "pipes"})
     EXPECT_TRUE(task.contains(key)) << key;
   for (const char* pipe : {"scalar", "cube", "vector", "mte1", "mte2", "mte3", "fixpipe"}) EXPECT_TRUE(task["pipes"].contains(pipe)) << pipe;
-  for (const char* key : {"hbm_read_bytes", "hbm_write_bytes", "hbm_avg_GBps"}) EXPECT_TRUE(j["memory"].contains(key));
-  // 65536 fp16 in and out: 2 x 128 KiB read, 128 KiB written.
+  for (const char* key : {"hbm_read_bytes", "hbm_write_bytes", "hbm_avg_GBps", "l2_hit_rate"})
+    EXPECT_TRUE(j["memory"].contains(key));
+  // 65536 fp16 in and out: 2 x 128 KiB read, 128 KiB written by the cores. The reads miss the cold L2 and come
+  // from HBM; the writes stay in the write-back L2 (nothing is evicted).
+  EXPECT_EQ(j["memory"]["gm_read_bytes"], 262144);
+  EXPECT_EQ(j["memory"]["gm_write_bytes"], 131072);
   EXPECT_EQ(j["memory"]["hbm_read_bytes"], 262144);
-  EXPECT_EQ(j["memory"]["hbm_write_bytes"], 131072);
+  EXPECT_EQ(j["memory"]["hbm_write_bytes"], 0);
+  EXPECT_EQ(j["memory"]["l2_hit_rate"], 0.0);
   EXPECT_EQ(j["config"], "910b");
   EXPECT_GT(j["sim"]["instructions"].get<double>(), 0);
   // 1.8 GHz: time = cycles / 1800 us.
@@ -90,9 +95,10 @@ TEST(KernelCli, RatesMoveBoundKernelsProportionally) {
   EXPECT_NEAR(v2 / v1, 2.0, 2.0 * 0.075);
   const double c1 = cycles("cube_peak"), c2 = cycles("cube_peak --set cube.fp16.cycles=2");
   EXPECT_NEAR(c2 / c1, 2.0, 2.0 * 0.075);
-  const std::string stream = "vector_add -p n=1048576 -p tile=8192 -p buffer_num=3";
-  const double g1 = cycles(stream + " --set simple_gm.bytes_per_cycle=32");
-  const double g2 = cycles(stream + " --set simple_gm.bytes_per_cycle=16");
+  // A copy-bound stream limited by the core's read port into the interconnect.
+  const std::string stream = "vector_add -p n=1048576 -p tile=16384 -p buffer_num=2";
+  const double g1 = cycles(stream + " --set noc.core_read_bytes_per_cycle=55");
+  const double g2 = cycles(stream + " --set noc.core_read_bytes_per_cycle=27.5");
   EXPECT_NEAR(g2 / g1, 2.0, 2.0 * 0.075);
 }
 

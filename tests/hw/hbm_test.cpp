@@ -13,11 +13,12 @@ namespace {
 
 config::HbmParams hbm(std::vector<std::string> sets = {}) {
   sets.insert(sets.begin(), "hbm.stacks=1");
+  sets.insert(sets.begin() + 1, "hbm.address_mapping=ro_ba_ch_co_bg");  // PC-local tests: 4 KiB per PC
   return config::load_config("910b", sets).chip.hbm;
 }
 
-// 910b, one stack: 16 PCs; default mapping ro_ba_ch_co_bg: bank groups alternate every 32 B burst, a PC holds
-// 4 KiB (4 bank groups x 1 KiB rows) before the next PC, then banks, then rows.
+// 910b, one stack: 16 PCs; mapping ro_ba_ch_co_bg: bank groups alternate every 32 B burst, a PC holds 4 KiB
+// (4 bank groups x 1 KiB rows) before the next PC, then banks, then rows.
 constexpr std::uint64_t kPcStride = 4096;
 std::uint64_t pc0(std::uint64_t bank, std::uint64_t row, std::uint64_t offset = 0) {
   return ((row * 4 + bank) * 16) * kPcStride + offset;
@@ -33,6 +34,9 @@ TEST(Hbm, AddressMapInterleavesBankGroupsThenColumnsThenPseudoChannels) {
   EXPECT_EQ(m.decode(pc0(3, 7)).bank, 3u);
   EXPECT_EQ(m.decode(pc0(3, 7)).row, 7u);
   EXPECT_EQ(m.decode(pc0(3, 7)).pc, 0u);
+  const Hbm fine(hbm({"hbm.address_mapping=ro_ba_co_ch_bg"}));  // the default: next PC every 128 B
+  EXPECT_EQ(fine.address_map().decode(128).pc, 1u);
+  EXPECT_EQ(fine.address_map().decode(16 * 128).col, 1u);
   const Hbm bad(hbm({"hbm.address_mapping=ro_ch_ba_bg_co"}));
   EXPECT_EQ(bad.address_map().decode(32).bg, 0u);  // columns lowest: one bank group for a whole row
   EXPECT_EQ(bad.address_map().decode(32).col, 1u);

@@ -295,9 +295,13 @@ TEST(VectorSemantics, DuplicateReductionsCompareSelectTranspose) {
         mn = std::min(mn, x);
       }
       const float got = m.ub<float>(0x2000)[rep * 2];
-      if (op == Op::kReduceSum) EXPECT_NEAR(got, sum, 1e-5);
-      if (op == Op::kReduceMax) EXPECT_EQ(got, mx);
-      if (op == Op::kReduceMin) EXPECT_EQ(got, mn);
+      if (op == Op::kReduceSum) {
+        EXPECT_NEAR(got, sum, 1e-5);
+      } else if (op == Op::kReduceMax) {
+        EXPECT_EQ(got, mx);
+      } else {
+        EXPECT_EQ(got, mn);
+      }
     }
   }
   Instr br = vec(Op::kBlockReduceMax, DType::kFp32, 0x3000, 0x1000, 0, 2);

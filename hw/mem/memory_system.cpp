@@ -1,0 +1,144 @@
+#include "hw/mem/memory_system.hpp"
+
+#include <algorithm>
+#include <cmath>
+
+#include "common/util/error.hpp"
+
+namespace npusim::hw::mem {
+
+namespace {
+class Crossbar final : public Topology {
+ public:
+  explicit Crossbar(std::uint64_t latency) : latency_(latency) {}
+  std::uint64_t latency(std::uint32_t, std::uint32_t) const override { return latency_; }
+
+ private:
+  std::uint64_t latency_;
+};
+}  // namespace
+
+std::unique_ptr<Topology> make_topology(const config::NocParams& noc) {
+  if (noc.topology == "crossbar") return std::make_unique<Crossbar>(noc.latency);
+  throw InputError("noc.topology: unknown topology '" + noc.topology + "' (crossbar)");
+}
+
+MemorySystem::MemorySystem(const config::ChipConfig& cfg, std::uint32_t cores)
+    : cfg_(cfg),
+      ns_per_cycle_(1e9 / cfg.clock.core_hz),
+      hbm_(cfg.hbm),
+      l2_(cfg.l2),
+      topo_(make_topology(cfg.noc)),
+      read_port_(cores, 0),
+      write_port_(cores, 0),
+      slice_free_(cfg.l2.slices, 0),
+      link_free_(hbm_.address_map().pseudo_channels(), 0),
+      bin_cycles_(std::max<std::uint64_t>(1, static_cast<std::uint64_t>(cfg.sim.counter_interval * 1e-9 * cfg.clock.core_hz))) {}
+
+MemoryBin& MemorySystem::bin(double cycle) {
+  const auto i = static_cast<std::size_t>(std::max(0.0, cycle) / static_cast<double>(bin_cycles_));
+  if (i >= bins_.size()) bins_.resize(i + 1);
+  return bins_[i];
+}
+
+double MemorySystem::hbm_fetch(std::uint64_t addr, std::uint64_t bytes, bool write, double t) {
+  const Hbm::Result r = hbm_.access(addr, bytes, write, t * ns_per_cycle_);
+  const double done = r.done_ns / ns_per_cycle_;
+  // The L2 <-> PC link carries the data too; it is free again when it has moved the bytes.
+  double& link = link_free_[hbm_.address_map().decode(addr).pc];
+  const double link_done = std::max(done, link + static_cast<double>(bytes) / cfg_.noc.l2_to_hbm_bytes_per_cycle);
+  link = link_done;
+  bin(done).hbm_bytes += bytes;
+  return link_done;
+}
+
+double MemorySystem::through_l2(std::uint32_t core, std::uint64_t addr, std::uint64_t bytes, bool write,
+                                double t_port, double rate, bool via_port) {
+  const std::uint64_t line = l2_.line_bytes();
+  double done = t_port;
+  // Consecutive missing lines of this request are fetched as one batch.
+  std::uint64_t miss_first = 0, miss_bytes = 0;
+  double miss_time = 0;
+  std::vector<std::uint64_t> batch;
+  auto flush = [&] {
+    if (!miss_bytes) return;
+    const double ready = hbm_fetch(miss_first, miss_bytes, false, miss_time);
+    for (std::uint64_t a : batch) l2_.fill(a, ready);
+    done = std::max(done, ready);
+    miss_bytes = 0;
+    batch.clear();
+  };
+  for (std::uint64_t a = addr; a < addr + bytes;) {
+    const std::uint64_t line_addr = a / line * line;
+    const std::uint64_t part = std::min(addr + bytes, line_addr + line) - a;
+    const std::uint32_t slice = l2_.slice_of(line_addr);
+    // The line's bytes leave the port as the port streams them, then cross the interconnect.
+    const double left_port = via_port ? t_port + static_cast<double>(a + part - addr) / rate : t_port;
+    const double arrive = left_port + (via_port ? static_cast<double>(topo_->latency(core, slice)) : 0.0);
+    double& sf = slice_free_[slice];
+    const double s = std::max(arrive, sf);
+    sf = s + static_cast<double>(part) / cfg_.l2.slice_bytes_per_cycle;
+    const L2Cache::Lookup look = l2_.access(line_addr, write, static_cast<std::uint32_t>(part));
+    MemoryBin& b = bin(s);
+    b.l2_bytes += part;
+    (look.hit ? b.l2_hits : b.l2_misses) += 1;
+    const double lookup_done = s + static_cast<double>(cfg_.l2.hit_latency);
+    if (look.writeback) hbm_fetch(look.victim_addr, line, true, lookup_done);  // posted: nobody waits
+    if (look.hit) {
+      done = std::max(done, std::max(lookup_done, look.ready));
+    } else if (write && part == line) {
+      l2_.fill(line_addr, lookup_done);  // a whole-line write needs no fetch
+      done = std::max(done, lookup_done);
+    } else {
+      const double request = lookup_done + static_cast<double>(cfg_.l2.miss_latency);
+      if (miss_bytes && miss_first + miss_bytes == line_addr) {
+        miss_bytes += line;
+      } else {
+        flush();
+        miss_first = line_addr;
+        miss_bytes = line;
+        miss_time = request;
+      }
+      batch.push_back(line_addr);
+    }
+    a += part;
+  }
+  flush();
+  return done;
+}
+
+GmAccess MemorySystem::access(const GmRequest& r) {
+  const double rate = r.write ? cfg_.noc.core_write_bytes_per_cycle : cfg_.noc.core_read_bytes_per_cycle;
+  double& port = (r.write ? write_port_ : read_port_).at(r.core);
+  const double begin = std::max(static_cast<double>(r.start), port);
+  port = begin + static_cast<double>(r.bytes) / rate;
+  (r.write ? totals_.write_bytes : totals_.read_bytes) += r.bytes;
+  double done = through_l2(r.core, r.addr, r.bytes, r.write, begin, rate, true);
+  done += static_cast<double>(cfg_.noc.latency);  // data (or the write acknowledgement) back to the core
+  if (!r.write) {
+    ++totals_.reads;
+    totals_.read_latency_cycles += done - static_cast<double>(r.start);
+  }
+  return GmAccess{static_cast<std::uint64_t>(std::ceil(port)), static_cast<std::uint64_t>(std::ceil(done))};
+}
+
+MemorySystem::Timing MemorySystem::access_direct(std::uint64_t addr, std::uint64_t bytes, bool write, double cycle,
+                                                 bool use_l2) {
+  (write ? totals_.write_bytes : totals_.read_bytes) += bytes;
+  Timing t{cycle, cycle};
+  if (use_l2) {
+    t.done = through_l2(0, addr, bytes, write, cycle, 0, false);
+  } else {
+    const Hbm::Result r = hbm_.access(addr, bytes, write, cycle * ns_per_cycle_);
+    t.accepted = r.accepted_ns / ns_per_cycle_;
+    t.done = r.done_ns / ns_per_cycle_;
+    bin(t.done).hbm_bytes += bytes;
+  }
+  if (!write) {
+    ++totals_.reads;
+    totals_.read_latency_cycles += t.done - t.accepted;
+  }
+  return t;
+}
+
+}  // namespace npusim::hw::mem
