@@ -179,11 +179,14 @@ void reflect(Visitor& v, ChipConfig& c) {
            "memory-controller queueing and PHY latency (assumed)");
     v.integer("queue_depth", c.hbm.queue_depth, U::kCount, 64,
               "requests per pseudo-channel scheduler window (assumed, typical of HBM controllers)");
-    v.text("address_mapping", c.hbm.address_mapping, std::string("ro_ba_co_ch_bg"),
-           "address fields above the burst offset, most to least significant: ro(w), ba(nk), co(lumn), ch(annel: "
-           "pseudo-channel), bg (bank group); the default alternates bank groups every burst and pseudo-channels "
-           "every bank_groups bursts",
-           {"ro_ba_ch_co_bg", "ro_ch_ba_bg_co", "ro_ba_co_ch_bg"});
+    v.text("address_mapping", c.hbm.address_mapping, std::string("ro_ba_co_ch_co8_bg"),
+           "address fields above the burst offset, most to least significant: ro(w), ba(nk), ch(annel: "
+           "pseudo-channel), bg (bank group), co(lumn), coN (a field of N columns, the rest in co); the default "
+           "alternates bank groups every burst and fills 1 KiB of a pseudo-channel before the next",
+           {});
+    v.boolean("row_hash", c.hbm.row_hash, true,
+              "rotate the bank and pseudo-channel of an address by a hash of its row, as controllers do, so that "
+              "power-of-two strides spread over banks and channels");
     v.text("scheduler", c.hbm.scheduler, std::string("frfcfs"), "request scheduler", {"frfcfs", "fcfs"});
     v.text("page_policy", c.hbm.page_policy, std::string("open"), "row buffer policy", {"open", "closed"});
     v.text("refresh", c.hbm.refresh, std::string("all_bank"), "refresh mode", {"all_bank", "per_bank", "none"});
@@ -213,6 +216,8 @@ void reflect(Visitor& v, ChipConfig& c) {
            "per-core read port into the interconnect");
     v.real("core_write_bytes_per_cycle", c.noc.core_write_bytes_per_cycle, U::kBytesPerCycle, 86,
            "per-core write port into the interconnect");
+    v.integer("core_outstanding", c.noc.core_outstanding, U::kCount, 16,
+              "requests (chunks) a core may have in flight per direction; a new one waits for the oldest (assumed)");
     v.real("l2_to_hbm_bytes_per_cycle", c.noc.l2_to_hbm_bytes_per_cycle, U::kBytesPerCycle, 64,
            "link from the L2 to one pseudo-channel controller (assumed)");
   }
@@ -427,6 +432,7 @@ std::vector<Problem> check_consistency(const ChipConfig& c) {
   if (c.noc.core_read_bytes_per_cycle <= 0) add("noc.core_read_bytes_per_cycle", "must be positive");
   if (c.noc.core_write_bytes_per_cycle <= 0) add("noc.core_write_bytes_per_cycle", "must be positive");
   if (c.noc.l2_to_hbm_bytes_per_cycle <= 0) add("noc.l2_to_hbm_bytes_per_cycle", "must be positive");
+  if (c.noc.core_outstanding == 0) add("noc.core_outstanding", "must be positive");
   if (c.sdma.engines == 0) add("sdma.engines", "must be positive");
   if (c.sdma.bandwidth <= 0) add("sdma.bandwidth", "must be positive");
   if (c.host_link.bandwidth <= 0) add("host_link.bandwidth", "must be positive");

@@ -131,6 +131,7 @@ struct HbmParams {
   double controller_latency = 0;  // ns
   std::uint64_t queue_depth = 0;
   std::string address_mapping;
+  bool row_hash = true;
   std::string scheduler;
   std::string page_policy;
   std::string refresh;
@@ -149,6 +150,7 @@ struct NocParams {
   double core_read_bytes_per_cycle = 0;
   double core_write_bytes_per_cycle = 0;
   double l2_to_hbm_bytes_per_cycle = 0;  // per pseudo-channel link
+  std::uint64_t core_outstanding = 0;    // requests in flight per core and direction
 };
 
 struct SdmaParams {

@@ -33,6 +33,7 @@ class Chip {
   const mem::GmPort& gm() const { return *gm_; }
   // The detailed memory system, or null when sim.memory_model is simple.
   const mem::MemorySystem* memory_system() const { return memory_system_; }
+  mem::MemorySystem* memory_system() { return memory_system_; }
 
   std::size_t core_count() const { return cores_.size(); }
   core::AiCore& core(std::size_t i) { return *cores_.at(i); }

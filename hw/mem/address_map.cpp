@@ -13,36 +13,69 @@ AddressMap::AddressMap(const config::HbmParams& h)
       pcs_(static_cast<std::uint32_t>(h.pseudo_channel_count())),
       bgs_(static_cast<std::uint32_t>(h.bank_groups)),
       banks_(static_cast<std::uint32_t>(h.banks_per_group)),
-      cols_(static_cast<std::uint32_t>(h.row_bytes / h.burst_bytes)) {
+      cols_(static_cast<std::uint32_t>(h.row_bytes / h.burst_bytes)),
+      row_hash_(h.row_hash) {
+  auto bad = [&](const std::string& why) {
+    return InputError("hbm.address_mapping '" + name_ + "': " + why);
+  };
   std::vector<Field> msb_first;
   std::stringstream ss(name_);
+  int seen[6] = {0, 0, 0, 0, 0, 0};
   for (std::string f; std::getline(ss, f, '_');) {
-    if (f == "ro") msb_first.push_back(kRow);
-    else if (f == "ba") msb_first.push_back(kBank);
-    else if (f == "ch") msb_first.push_back(kChannel);
-    else if (f == "co") msb_first.push_back(kColumn);
-    else if (f == "bg") msb_first.push_back(kBankGroup);
-    else throw InputError("hbm.address_mapping '" + name_ + "': unknown field '" + f + "'");
+    Field field;
+    if (f == "ro") field = kRow;
+    else if (f == "ba") field = kBank;
+    else if (f == "ch") field = kChannel;
+    else if (f == "co") field = kColumn;
+    else if (f == "bg") field = kBankGroup;
+    else if (f.size() > 2 && f.compare(0, 2, "co") == 0 && f.find_first_not_of("0123456789", 2) == std::string::npos) {
+      field = kColumnLow;
+      col_low_ = static_cast<std::uint32_t>(std::stoul(f.substr(2)));
+      if (col_low_ == 0 || cols_ % col_low_ != 0)
+        throw bad("'" + f + "' must divide the " + std::to_string(cols_) + " columns of a row");
+    } else {
+      throw bad("unknown field '" + f + "' (ro, ba, ch, bg, co, coN)");
+    }
+    if (seen[field]++) throw bad("field '" + f + "' appears twice");
+    msb_first.push_back(field);
   }
-  if (msb_first.size() != 5 || msb_first.front() != kRow) {
-    throw InputError("hbm.address_mapping '" + name_ + "': needs the five fields ro, ba, ch, co, bg with ro first");
+  if (!seen[kRow] || !seen[kBank] || !seen[kChannel] || !seen[kColumn] || !seen[kBankGroup] || msb_first.front() != kRow)
+    throw bad("needs the fields ro, ba, ch, co and bg (optionally coN), ro first");
+  for (auto it = msb_first.rbegin(); it != msb_first.rend(); ++it) {
+    switch (*it) {
+      case kBank: lsb_first_.push_back({kBank, banks_}); break;
+      case kChannel: lsb_first_.push_back({kChannel, pcs_}); break;
+      case kColumn: lsb_first_.push_back({kColumn, cols_ / col_low_}); break;
+      case kColumnLow: lsb_first_.push_back({kColumnLow, col_low_}); break;
+      case kBankGroup: lsb_first_.push_back({kBankGroup, bgs_}); break;
+      case kRow: break;
+    }
   }
-  for (int i = 0; i < 4; ++i) lsb_first_[i] = msb_first[4 - i];
 }
 
 DramAddress AddressMap::decode(std::uint64_t addr) const {
   DramAddress d;
   std::uint64_t x = addr / burst_;
-  for (Field f : lsb_first_) {
-    switch (f) {
-      case kBank: d.bank = static_cast<std::uint32_t>(x % banks_); x /= banks_; break;
-      case kChannel: d.pc = static_cast<std::uint32_t>(x % pcs_); x /= pcs_; break;
-      case kColumn: d.col = static_cast<std::uint32_t>(x % cols_); x /= cols_; break;
-      case kBankGroup: d.bg = static_cast<std::uint32_t>(x % bgs_); x /= bgs_; break;
+  std::uint32_t col_high = 0, col_low = 0;
+  for (const Digit& g : lsb_first_) {
+    const auto digit = static_cast<std::uint32_t>(x % g.count);
+    x /= g.count;
+    switch (g.field) {
+      case kBank: d.bank = digit; break;
+      case kChannel: d.pc = digit; break;
+      case kColumn: col_high = digit; break;
+      case kColumnLow: col_low = digit; break;
+      case kBankGroup: d.bg = digit; break;
       case kRow: break;
     }
   }
+  d.col = col_high * col_low_ + col_low;
   d.row = x;
+  if (row_hash_) {
+    const std::uint64_t h = (d.row * 2654435761ULL) & 0xffffffffULL;
+    d.bank = static_cast<std::uint32_t>((d.bank + (h >> 8)) % banks_);
+    d.pc = static_cast<std::uint32_t>((d.pc + (h >> 16)) % pcs_);
+  }
   return d;
 }
 

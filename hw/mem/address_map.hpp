@@ -1,12 +1,18 @@
 // HBM address mapping: a device address -> (pseudo-channel, bank group, bank, row, column). A mapping is named by its
-// fields from most to least significant above the burst offset, e.g. "ro_ba_ch_co_bg": bank groups alternate every
-// burst, then columns of a row, then pseudo-channels (every bank_groups x row_bytes bytes), banks, rows. Fields are
+// fields from most to least significant above the burst offset: ro(w), ba(nk), ch(annel, i.e. pseudo-channel), bg
+// (bank group), co(lumn). The column may be split: "coN" is a field of N columns and "co" holds the rest. Fields are
 // mixed-radix digits (x % count, x / count), so counts need not be powers of two. Key: hbm.address_mapping.
+// Example, the default "ro_ba_co_ch_co8_bg": bank groups alternate every burst, 8 columns of each then fill
+// 1 KiB of one pseudo-channel, then the next pseudo-channel; the other columns, banks and rows above that.
+// With hbm.row_hash, bank and pseudo-channel are then rotated by a hash of the row (h = row x 2654435761 mod 2^32):
+// bank = (bank + h / 2^8) mod banks, pc = (pc + h / 2^16) mod pcs. For a fixed row this is a bijection, so the
+// addresses of one row keep their locality while rows a power of two apart land on different banks and channels.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "common/config/chip_config.hpp"
 
@@ -30,11 +36,17 @@ class AddressMap {
   const std::string& name() const { return name_; }
 
  private:
-  enum Field : std::uint8_t { kRow, kBank, kChannel, kColumn, kBankGroup };
+  enum Field : std::uint8_t { kRow, kBank, kChannel, kColumn, kColumnLow, kBankGroup };
+  struct Digit {
+    Field field;
+    std::uint32_t count;
+  };
   std::string name_;
   std::uint64_t burst_;
   std::uint32_t pcs_, bgs_, banks_, cols_;
-  std::array<Field, 4> lsb_first_{};  // the four non-row fields, least significant first
+  std::uint32_t col_low_ = 1;       // columns in the "coN" field (1 when the column is not split)
+  bool row_hash_ = false;
+  std::vector<Digit> lsb_first_;    // the non-row fields, least significant first
 };
 
 }  // namespace npusim::hw::mem

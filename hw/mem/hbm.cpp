@@ -175,10 +175,15 @@ double Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64
     }
   }
   if (write) pc.write_end = std::max(pc.write_end, data_end);
+  double done = data_end;
+  if (link_rate_ > 0) {
+    pc.link_free = std::max(pc.link_free, data_start) + static_cast<double>(n * burst_bytes_) / link_rate_;
+    done = std::max(done, pc.link_free);
+  }
   stats_.bursts += n;
   stats_.activates += acts;
   stats_.row_hits += n - std::min<std::uint64_t>(n, acts);
-  return data_end;
+  return done;
 }
 
 Hbm::Result Hbm::access(std::uint64_t addr, std::uint64_t bytes, bool write, double t_ns) {

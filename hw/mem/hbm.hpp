@@ -47,6 +47,10 @@ class Hbm {
   // Serves the contiguous range [addr, addr + bytes) arriving at t_ns.
   Result access(std::uint64_t addr, std::uint64_t bytes, bool write, double t_ns);
 
+  // The link between the L2 and each PC controller (noc.l2_to_hbm_bytes_per_cycle): a run's data also crosses it,
+  // [max(data start, link free), + bytes / rate), and is done when both are. 0 = no link limit.
+  void set_link_rate(double bytes_per_ns) { link_rate_ = bytes_per_ns; }
+
   double burst_ns() const { return t_burst_; }
   // Peak data rate of the whole device, B/ns.
   double peak_bytes_per_ns() const { return static_cast<double>(map_.pseudo_channels()) * burst_bytes_ / t_burst_; }
@@ -77,6 +81,7 @@ class Hbm {
     Calendar bus;
     std::vector<double> acts;  // activate times, sorted
     double write_end = -1e18;  // end of the last write data on the PC
+    double link_free = 0;
     double offset = 0;         // refresh schedule offset (0: every PC refreshes together)
     std::vector<double> inflight;  // done times of the last queue_depth requests (a ring)
     std::size_t inflight_next = 0;
@@ -93,6 +98,7 @@ class Hbm {
   std::uint64_t burst_bytes_;
   double t_burst_;
   bool refresh_all_bank_, refresh_per_bank_, closed_page_;
+  double link_rate_ = 0;
   std::vector<Pc> pcs_;
   HbmStats stats_;
 };

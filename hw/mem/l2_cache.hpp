@@ -52,6 +52,7 @@ class L2Cache {
   std::uint64_t line_bytes() const { return line_; }
   std::uint32_t slices() const { return slices_; }
   const std::vector<SliceStats>& stats() const { return stats_; }
+  void reset_stats() { stats_.assign(stats_.size(), SliceStats{}); }
 
  private:
   struct Way {

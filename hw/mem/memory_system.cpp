@@ -32,8 +32,14 @@ MemorySystem::MemorySystem(const config::ChipConfig& cfg, std::uint32_t cores)
       read_port_(cores, 0),
       write_port_(cores, 0),
       slice_free_(cfg.l2.slices, 0),
-      link_free_(hbm_.address_map().pseudo_channels(), 0),
-      bin_cycles_(std::max<std::uint64_t>(1, static_cast<std::uint64_t>(cfg.sim.counter_interval * 1e-9 * cfg.clock.core_hz))) {}
+      read_inflight_(cores, std::vector<double>(cfg.noc.core_outstanding, 0.0)),
+      write_inflight_(cores, std::vector<double>(cfg.noc.core_outstanding, 0.0)),
+      read_next_(cores, 0),
+      write_next_(cores, 0),
+      bin_cycles_(std::max<std::uint64_t>(1, static_cast<std::uint64_t>(cfg.sim.counter_interval * 1e-9 * cfg.clock.core_hz))) {
+  // noc.l2_to_hbm_bytes_per_cycle in B/ns.
+  hbm_.set_link_rate(cfg.noc.l2_to_hbm_bytes_per_cycle * cfg.clock.core_hz / 1e9);
+}
 
 MemoryBin& MemorySystem::bin(double cycle) {
   const auto i = static_cast<std::size_t>(std::max(0.0, cycle) / static_cast<double>(bin_cycles_));
@@ -44,12 +50,8 @@ MemoryBin& MemorySystem::bin(double cycle) {
 double MemorySystem::hbm_fetch(std::uint64_t addr, std::uint64_t bytes, bool write, double t) {
   const Hbm::Result r = hbm_.access(addr, bytes, write, t * ns_per_cycle_);
   const double done = r.done_ns / ns_per_cycle_;
-  // The L2 <-> PC link carries the data too; it is free again when it has moved the bytes.
-  double& link = link_free_[hbm_.address_map().decode(addr).pc];
-  const double link_done = std::max(done, link + static_cast<double>(bytes) / cfg_.noc.l2_to_hbm_bytes_per_cycle);
-  link = link_done;
   bin(done).hbm_bytes += bytes;
-  return link_done;
+  return done;
 }
 
 double MemorySystem::through_l2(std::uint32_t core, std::uint64_t addr, std::uint64_t bytes, bool write,
@@ -107,14 +109,27 @@ double MemorySystem::through_l2(std::uint32_t core, std::uint64_t addr, std::uin
   return done;
 }
 
+void MemorySystem::preload(std::uint64_t addr, std::uint64_t bytes) {
+  const std::uint64_t line = l2_.line_bytes();
+  for (std::uint64_t a = addr / line * line; a < addr + bytes; a += line) {
+    l2_.access(a, false, 0);
+    l2_.fill(a, 0);
+  }
+  l2_.reset_stats();
+}
+
 GmAccess MemorySystem::access(const GmRequest& r) {
   const double rate = r.write ? cfg_.noc.core_write_bytes_per_cycle : cfg_.noc.core_read_bytes_per_cycle;
   double& port = (r.write ? write_port_ : read_port_).at(r.core);
-  const double begin = std::max(static_cast<double>(r.start), port);
+  std::vector<double>& inflight = (r.write ? write_inflight_ : read_inflight_)[r.core];
+  std::size_t& next = (r.write ? write_next_ : read_next_)[r.core];
+  const double begin = std::max({static_cast<double>(r.start), port, inflight[next]});
   port = begin + static_cast<double>(r.bytes) / rate;
   (r.write ? totals_.write_bytes : totals_.read_bytes) += r.bytes;
   double done = through_l2(r.core, r.addr, r.bytes, r.write, begin, rate, true);
   done += static_cast<double>(cfg_.noc.latency);  // data (or the write acknowledgement) back to the core
+  inflight[next] = done;
+  next = (next + 1) % inflight.size();
   if (!r.write) {
     ++totals_.reads;
     totals_.read_latency_cycles += done - static_cast<double>(r.start);

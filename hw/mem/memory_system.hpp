@@ -4,8 +4,9 @@
 // order because the cores synchronise before they call. Times are core cycles (clock.core) except inside Hbm (ns).
 //
 // A read of B bytes from core c at cycle t (keys in parentheses):
-//   port      begin = max(t, port free); the port streams the bytes at noc.core_read_bytes_per_cycle
-//             (write: noc.core_write_bytes_per_cycle); accepted = begin + B / rate
+//   port      begin = max(t, port free, done of the request noc.core_outstanding requests earlier); the port
+//             streams the bytes at noc.core_read_bytes_per_cycle (write: noc.core_write_bytes_per_cycle);
+//             accepted = begin + B / rate. The outstanding limit is the back-pressure of a loaded memory system.
 //   to L2     each line's bytes reach their slice noc.latency cycles after they left the port (topology: crossbar)
 //   slice     s = max(arrival, slice free); the slice is busy bytes / l2.slice_bytes_per_cycle
 //   hit       data at max(s + l2.hit_latency, the line's fill time)
@@ -61,6 +62,10 @@ class MemorySystem final : public GmPort {
   };
   Timing access_direct(std::uint64_t addr, std::uint64_t bytes, bool write, double cycle, bool use_l2);
 
+  // Puts the lines of [addr, addr + bytes) into the L2 as clean, present data (what an earlier kernel would have
+  // left there), without time or traffic. Used by latency probes to measure hits.
+  void preload(std::uint64_t addr, std::uint64_t bytes);
+
   const Hbm& hbm() const { return hbm_; }
   const L2Cache& l2() const { return l2_; }
   const MemoryTotals& totals() const { return totals_; }
@@ -79,7 +84,10 @@ class MemorySystem final : public GmPort {
   Hbm hbm_;
   L2Cache l2_;
   std::unique_ptr<Topology> topo_;
-  std::vector<double> read_port_, write_port_, slice_free_, link_free_;
+  std::vector<double> read_port_, write_port_, slice_free_;
+  // Per core and direction: done times of the last noc.core_outstanding requests (a ring).
+  std::vector<std::vector<double>> read_inflight_, write_inflight_;
+  std::vector<std::size_t> read_next_, write_next_;
   MemoryTotals totals_;
   std::vector<MemoryBin> bins_;
   std::uint64_t bin_cycles_;

@@ -14,6 +14,7 @@ namespace {
 config::HbmParams hbm(std::vector<std::string> sets = {}) {
   sets.insert(sets.begin(), "hbm.stacks=1");
   sets.insert(sets.begin() + 1, "hbm.address_mapping=ro_ba_ch_co_bg");  // PC-local tests: 4 KiB per PC
+  sets.insert(sets.begin() + 2, "hbm.row_hash=false");
   return config::load_config("910b", sets).chip.hbm;
 }
 

@@ -10,6 +10,9 @@ Sample vector_add_sample();
 Sample vector_peak_sample();
 Sample cube_peak_sample();
 Sample matmul_tile_sample();
+Sample hbm_stream_sample();
+Sample l2_stream_sample();
+Sample latency_probe_sample();
 
 std::uint64_t Params::integer(const std::string& key, std::uint64_t def, std::uint64_t min, std::uint64_t max) {
   used_.insert(key);
@@ -55,8 +58,9 @@ void Params::reject_unused(const std::string& kernel) const {
 }
 
 const std::vector<Sample>& all_samples() {
-  static const std::vector<Sample> samples{vector_add_sample(), vector_peak_sample(), cube_peak_sample(),
-                                           matmul_tile_sample()};
+  static const std::vector<Sample> samples{vector_add_sample(),  vector_peak_sample(), cube_peak_sample(),
+                                           matmul_tile_sample(), hbm_stream_sample(),  l2_stream_sample(),
+                                           latency_probe_sample()};
   return samples;
 }
 
