@@ -9,6 +9,7 @@
 
 #include "cli/info_command.hpp"
 #include "cli/kernel_command.hpp"
+#include "cli/memtrace_command.hpp"
 #include "common/config/loader.hpp"
 #include "common/util/error.hpp"
 
@@ -57,6 +58,15 @@ int sc_main(int argc, char** argv) {
   kernel->add_option("--trace", kopts.trace, "write a Chrome/Perfetto trace to FILE")->type_name("FILE");
   kernel->footer("Sample kernels:\n" + npusim::cli::describe_kernels());
 
+  npusim::cli::MemtraceOptions mopts;
+  ConfigOptions memtrace_cfg;
+  CLI::App* memtrace = app.add_subcommand("memtrace", "replay a memory request trace (DRAMsim3 format) against the memory model");
+  memtrace->add_option("file", mopts.file, "trace: one '<hex address> READ|WRITE <cycle>' per line")->required();
+  add_config_options(*memtrace, memtrace_cfg);
+  memtrace->add_flag("--no-l2", mopts.no_l2, "send the requests straight to the HBM controllers");
+  memtrace->add_option("--bytes", mopts.bytes, "bytes per request (a multiple of hbm.burst_bytes)")->capture_default_str();
+  memtrace->add_flag("--json", mopts.json, "print one JSON object (keys in docs/metrics.md)");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -71,6 +81,11 @@ int sc_main(int argc, char** argv) {
   }
 
   try {
+    if (*memtrace) {
+      mopts.config = memtrace_cfg.config;
+      mopts.sets = memtrace_cfg.sets;
+      return npusim::cli::run_memtrace_command(mopts);
+    }
     if (*kernel) {
       kopts.config = kernel_cfg.config;
       kopts.sets = kernel_cfg.sets;

@@ -9,6 +9,7 @@ namespace {
 // t moved past the periodic windows [offset + k period, + busy) if [t, t + duration) would overlap one.
 double past_windows(double t, double duration, double offset, double period, double busy) {
   if (period <= 0 || busy <= 0) return t;
+  if (t < offset) return t + duration > offset ? offset + busy : t;  // before the first window
   const double k = std::floor((t - offset) / period);
   const double start = offset + k * period;
   if (t < start + busy) return start + busy;  // inside the window
@@ -31,10 +32,11 @@ Hbm::Hbm(const config::HbmParams& p)
   pcs_.resize(map_.pseudo_channels());
   for (std::size_t i = 0; i < pcs_.size(); ++i) {
     pcs_[i].banks.resize(map_.banks_per_pc());
-    // All PCs refresh together (one schedule per device). Staggering them would spread the loss, but with fine
-    // channel interleaving nearly every request would then meet some refreshing PC and wait for it.
-    pcs_[i].offset = 0;
-    pcs_[i].inflight.assign(std::max<std::uint64_t>(p_.queue_depth, 1), 0.0);
+    pcs_[i].bg_write_end.assign(p_.bank_groups, -1e18);
+    // All PCs refresh together (one schedule per device), the first time after one interval. Staggering them
+    // would spread the loss, but with fine channel interleaving nearly every request would then meet some
+    // refreshing PC and wait for it.
+    pcs_[i].offset = p_.timing.tREFI;
   }
 }
 
@@ -154,7 +156,11 @@ double Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64
     ready = std::max(ready, b.col_ready);
   }
   double c0 = ready;
-  if (!write && pc.write_end > -1e17) c0 = std::max(c0, pc.write_end + (groups > 1 ? T.tWTR_S : T.tWTR_L));
+  if (!write) {
+    c0 = std::max(c0, pc.write_end + T.tWTR_S);
+    for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg)
+      if ((bg_mask >> bg) & 1) c0 = std::max(c0, pc.bg_write_end[bg] + T.tWTR_L);
+  }
   const double lat = write ? T.tCWL : T.tCL;
   const double before = past_refresh(pc, c0 + lat, data_time);
   const double data_start = pc.bus.reserve(c0 + lat, data_time, *this, pc);
@@ -174,7 +180,11 @@ double Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64
       b.open = false;
     }
   }
-  if (write) pc.write_end = std::max(pc.write_end, data_end);
+  if (write) {
+    pc.write_end = std::max(pc.write_end, data_end);
+    for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg)
+      if ((bg_mask >> bg) & 1) pc.bg_write_end[bg] = std::max(pc.bg_write_end[bg], data_end);
+  }
   double done = data_end;
   if (link_rate_ > 0) {
     pc.link_free = std::max(pc.link_free, data_start) + static_cast<double>(n * burst_bytes_) / link_rate_;
@@ -200,12 +210,25 @@ Hbm::Result Hbm::access(std::uint64_t addr, std::uint64_t bytes, bool write, dou
   auto flush = [&] {
     if (!n) return;
     Pc& pc = pcs_[run.pc];
-    // The PC's scheduler holds queue_depth requests: a run enters when the oldest of those is done.
-    const double enter = std::max(t_ns, pc.inflight[pc.inflight_next]);
+    // The PC's scheduler holds queue_depth requests: a run enters when one of those is done.
+    while (!pc.inflight.empty() && pc.inflight.top() <= t_ns) pc.inflight.pop();
+    double enter = t_ns;
+    if (pc.inflight.size() >= std::max<std::uint64_t>(p_.queue_depth, 1)) {
+      enter = pc.inflight.top();
+      pc.inflight.pop();
+    }
     accepted = std::max(accepted, enter);
-    const double done = serve_run(pc, run.bank, run.row, mask, n, write, enter + p_.controller_latency);
-    pc.inflight[pc.inflight_next] = done;
-    pc.inflight_next = (pc.inflight_next + 1) % pc.inflight.size();
+    double done = 0;
+    if (n <= static_cast<std::uint32_t>(__builtin_popcountll(mask))) {
+      // One burst per bank group: independent column accesses, each bank group on its own (a busy bank does not
+      // hold up the others, as it would not on the command bus).
+      for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg)
+        if ((mask >> bg) & 1)
+          done = std::max(done, serve_run(pc, run.bank, run.row, 1ULL << bg, 1, write, enter + p_.controller_latency));
+    } else {
+      done = serve_run(pc, run.bank, run.row, mask, n, write, enter + p_.controller_latency);
+    }
+    pc.inflight.push(done);
     r.done_ns = std::max(r.done_ns, done);
     n = 0;
     mask = 0;

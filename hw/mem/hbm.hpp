@@ -9,9 +9,10 @@
 //   ACT     = the earliest time >= max(t0, PRE + tRP) that keeps every pair of activates tRRD apart and at most four
 //             in any tFAW window, outside refresh windows, for each bank whose row is not open, where
 //             PRE = max(ACT_prev + tRAS, last read + tRTP, last write data + tWR)
-//   first column command c0 = max(t0, ACT + tRCD, last write data + tWTR (reads after writes))
+//   first column command c0 = max(t0, ACT + tRCD, reads: last write data in the PC + tWTR_S and in the same
+//             bank group + tWTR_L)
 //   data    = the earliest gap of (n-1) x interval + tBURST on the PC's data bus at or after c0 + tCL (tCWL for
-//             writes), outside the all-bank refresh windows [k tREFI, + tRFC)
+//             writes), outside the all-bank refresh windows [k tREFI, + tRFC), k >= 1
 //   interval = max(tBURST, tCCD_L / g), tBURST = burst_bytes x 8 / (bus_bits x pin_rate)
 // Activates and bus slots are calendars, not "free at" times: a run blocked on its bank does not hold up a later
 // run to another bank, which is what an FR-FCFS scheduler achieves. Bursts alternating over bank groups stream at
@@ -19,6 +20,8 @@
 #pragma once
 
 #include <array>
+#include <functional>
+#include <queue>
 #include <cstdint>
 #include <vector>
 
@@ -81,10 +84,12 @@ class Hbm {
     Calendar bus;
     std::vector<double> acts;  // activate times, sorted
     double write_end = -1e18;  // end of the last write data on the PC
+    std::vector<double> bg_write_end;  // per bank group
     double link_free = 0;
     double offset = 0;         // refresh schedule offset (0: every PC refreshes together)
-    std::vector<double> inflight;  // done times of the last queue_depth requests (a ring)
-    std::size_t inflight_next = 0;
+    // Done times of the requests in the scheduler's queue (a min-heap): a new request enters when fewer than
+    // queue_depth are in flight, i.e. when the earliest of them is done.
+    std::priority_queue<double, std::vector<double>, std::greater<double>> inflight;
   };
   double serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64_t bg_mask, std::uint32_t n, bool write,
                    double t);

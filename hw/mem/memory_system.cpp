@@ -55,7 +55,7 @@ double MemorySystem::hbm_fetch(std::uint64_t addr, std::uint64_t bytes, bool wri
 }
 
 double MemorySystem::through_l2(std::uint32_t core, std::uint64_t addr, std::uint64_t bytes, bool write,
-                                double t_port, double rate, bool via_port) {
+                                double t_port, double rate, bool via_port, double* accepted) {
   const std::uint64_t line = l2_.line_bytes();
   double done = t_port;
   // Consecutive missing lines of this request are fetched as one batch.
@@ -80,6 +80,7 @@ double MemorySystem::through_l2(std::uint32_t core, std::uint64_t addr, std::uin
     double& sf = slice_free_[slice];
     const double s = std::max(arrive, sf);
     sf = s + static_cast<double>(part) / cfg_.l2.slice_bytes_per_cycle;
+    if (accepted) *accepted = std::max(*accepted, s);
     const L2Cache::Lookup look = l2_.access(line_addr, write, static_cast<std::uint32_t>(part));
     MemoryBin& b = bin(s);
     b.l2_bytes += part;
@@ -142,7 +143,7 @@ MemorySystem::Timing MemorySystem::access_direct(std::uint64_t addr, std::uint64
   (write ? totals_.write_bytes : totals_.read_bytes) += bytes;
   Timing t{cycle, cycle};
   if (use_l2) {
-    t.done = through_l2(0, addr, bytes, write, cycle, 0, false);
+    t.done = through_l2(0, addr, bytes, write, cycle, 0, false, &t.accepted);
   } else {
     const Hbm::Result r = hbm_.access(addr, bytes, write, cycle * ns_per_cycle_);
     t.accepted = r.accepted_ns / ns_per_cycle_;

@@ -74,8 +74,9 @@ class MemorySystem final : public GmPort {
   double ns_per_cycle() const { return ns_per_cycle_; }
 
  private:
+  // Returns when the data is done; *accepted = when the last line's slice took it.
   double through_l2(std::uint32_t core, std::uint64_t addr, std::uint64_t bytes, bool write, double t_port,
-                    double rate, bool via_port);
+                    double rate, bool via_port, double* accepted = nullptr);
   double hbm_fetch(std::uint64_t addr, std::uint64_t bytes, bool write, double t);
   MemoryBin& bin(double cycle);
 

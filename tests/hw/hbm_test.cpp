@@ -131,11 +131,20 @@ TEST(Hbm, AllBankRefreshCostsTrfcEveryTrefi) {
 
 TEST(Hbm, ReadsAfterWritesWaitForTheTurnaround) {
   const auto p = hbm({"hbm.refresh=none"});
-  Hbm h(p);
-  const auto w = h.access(pc0(0, 0), 128, true, 0.0);  // 4 bursts over 4 bank groups
-  const auto r = h.access(pc0(0, 0, 128), 128, false, 0.0);
   const auto& T = p.timing;
-  EXPECT_DOUBLE_EQ(r.done_ns, w.done_ns + T.tWTR_S + T.tCL + 4 * 1.25);
+  {
+    // A read to another bank group waits tWTR_S after the write data; to the same bank group tWTR_L.
+    Hbm h(p);
+    const auto w = h.access(pc0(0, 0), 32, true, 0.0);         // bank group 0
+    const auto other = h.access(pc0(0, 0, 32), 32, false, 0.0);  // bank group 1 (its row opens meanwhile)
+    EXPECT_DOUBLE_EQ(other.done_ns, w.done_ns + T.tWTR_S + T.tCL + 1.25);
+  }
+  {
+    Hbm h(p);
+    const auto w = h.access(pc0(0, 0), 32, true, 0.0);
+    const auto same = h.access(pc0(0, 0, 128), 32, false, 0.0);  // bank group 0, next column
+    EXPECT_DOUBLE_EQ(same.done_ns, w.done_ns + T.tWTR_L + T.tCL + 1.25);
+  }
 }
 
 TEST(Hbm, ClosedPagePolicyActivatesEveryAccess) {

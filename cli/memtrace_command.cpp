@@ -1,0 +1,90 @@
+#include "cli/memtrace_command.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <sstream>
+#include <iomanip>
+#include <iostream>
+
+#include <nlohmann/json.hpp>
+
+#include "common/config/loader.hpp"
+#include "common/util/error.hpp"
+#include "hw/mem/trace_replay.hpp"
+
+namespace npusim::cli {
+
+int run_memtrace_command(const MemtraceOptions& opts) {
+  const config::LoadedConfig loaded = config::load_config(opts.config, opts.sets);
+  const config::ChipConfig& cfg = loaded.chip;
+  if (opts.bytes == 0 || opts.bytes % cfg.hbm.burst_bytes != 0) {
+    throw InputError("--bytes " + std::to_string(opts.bytes) + " must be a positive multiple of hbm.burst_bytes (" +
+                     std::to_string(cfg.hbm.burst_bytes) + ")");
+  }
+  hw::mem::MemorySystem memory(cfg, 1);
+  hw::mem::TraceReplayer replay(memory, !opts.no_l2, opts.bytes);
+  const auto t0 = std::chrono::steady_clock::now();
+  traces::read_memtrace_file(opts.file, [&](const traces::MemTraceRecord& r) {
+    if (r.addr + opts.bytes > cfg.hbm.capacity) {
+      throw InputError(opts.file + ": address 0x" + [&] {
+        std::ostringstream os;
+        os << std::hex << r.addr;
+        return os.str();
+      }() + " is outside the " + std::to_string(cfg.hbm.capacity) + " B of device memory");
+    }
+    replay.issue(r);
+  });
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  const hw::mem::ReplayResult& res = replay.result();
+  if (res.requests == 0) throw InputError(opts.file + ": no requests");
+
+  const double hz = cfg.clock.core_hz;
+  const double span_cycles = res.last_done - res.first_issue;
+  const double seconds = span_cycles / hz;
+  const hw::mem::HbmStats& h = memory.hbm().stats();
+  std::uint64_t hits = 0, misses = 0;
+  for (const auto& s : memory.l2().stats()) {
+    hits += s.hits;
+    misses += s.misses;
+  }
+  nlohmann::json j;
+  j["config"] = cfg.name;
+  j["cycles"] = static_cast<std::uint64_t>(std::ceil(span_cycles));
+  j["time_us"] = seconds * 1e6;
+  j["memory"] = {
+      {"model", "detailed"},
+      {"through_l2", !opts.no_l2},
+      {"request_bytes", opts.bytes},
+      {"requests", res.requests},
+      {"reads", res.reads},
+      {"writes", res.writes},
+      {"hbm_read_bytes", h.read_bytes},
+      {"hbm_write_bytes", h.write_bytes},
+      {"hbm_avg_GBps", seconds > 0 ? static_cast<double>(h.read_bytes + h.write_bytes) / seconds / 1e9 : 0.0},
+      {"request_avg_GBps", seconds > 0 ? static_cast<double>(res.bytes) / seconds / 1e9 : 0.0},
+      {"hbm_peak_GBps", cfg.hbm.peak_bytes_per_second() / 1e9},
+      {"avg_latency_ns", res.reads ? res.read_latency / static_cast<double>(res.reads) / hz * 1e9 : 0.0},
+      {"row_hit_rate", h.row_hit_rate()},
+      {"l2_hit_rate", opts.no_l2 || hits + misses == 0 ? nlohmann::json(nullptr)
+                                                       : nlohmann::json(static_cast<double>(hits) / static_cast<double>(hits + misses))}};
+  j["sim"] = {{"wall_seconds", wall},
+              {"requests_per_second", wall > 0 ? static_cast<double>(res.requests) / wall : 0.0}};
+  if (opts.json) {
+    std::cout << j.dump(2) << "\n";
+  } else {
+    const auto& m = j["memory"];
+    std::cout << std::fixed << std::setprecision(3);
+    std::cout << "memtrace " << opts.file << " on " << cfg.name << (opts.no_l2 ? " (no L2)" : " (through L2)") << "\n";
+    std::cout << "  requests     " << res.requests << " (" << res.reads << " reads, " << res.writes << " writes, "
+              << opts.bytes << " B each)\n";
+    std::cout << "  time         " << j["time_us"].get<double>() << " us\n";
+    std::cout << "  HBM          " << m["hbm_avg_GBps"].get<double>() << " GB/s of " << m["hbm_peak_GBps"].get<double>()
+              << " GB/s peak\n";
+    std::cout << "  latency      " << m["avg_latency_ns"].get<double>() << " ns (reads, accepted to data)\n";
+    std::cout << "  row hit rate " << m["row_hit_rate"].get<double>() << "\n";
+    if (!opts.no_l2) std::cout << "  L2 hit rate  " << m["l2_hit_rate"].get<double>() << "\n";
+  }
+  return 0;
+}
+
+}  // namespace npusim::cli
