@@ -29,6 +29,23 @@ std::string describe_kernels() {
   return os.str();
 }
 
+namespace {
+// Counter tracks of the memory system over time: HBM bandwidth and L2 hit rate per sim.counter_interval.
+void write_memory_counters(traces::ChromeTraceWriter& w, const hw::mem::MemorySystem& ms, const config::ChipConfig& cfg) {
+  const int pid = w.add_process("Memory", -1);
+  const double bin_ns = static_cast<double>(ms.bin_cycles()) * ms.ns_per_cycle();
+  const auto& bins = ms.bins();
+  for (std::size_t i = 0; i < bins.size(); ++i) {
+    const double ts = static_cast<double>(i) * bin_ns;
+    w.counter(pid, "HBM", ts, {{"GB/s", static_cast<double>(bins[i].hbm_bytes) / bin_ns}});
+    const std::uint64_t looks = bins[i].l2_hits + bins[i].l2_misses;
+    w.counter(pid, "L2 hit rate", ts, {{"hit rate", looks ? static_cast<double>(bins[i].l2_hits) / static_cast<double>(looks) : 0.0}});
+    w.counter(pid, "L2", ts, {{"GB/s", static_cast<double>(bins[i].l2_bytes) / bin_ns}});
+  }
+  (void)cfg;
+}
+}  // namespace
+
 int run_kernel_command(const KernelOptions& opts) {
   const samples::Sample* sample = samples::find_sample(opts.name);
   if (!sample) {
@@ -85,6 +102,7 @@ int run_kernel_command(const KernelOptions& opts) {
   }
   if (writer) {
     for (auto& t : tracers) t->flush();
+    if (const hw::mem::MemorySystem* ms = chip.memory_system()) write_memory_counters(*writer, *ms, loaded.chip);
     writer->close();
     report["trace"] = opts.trace;
   }

@@ -7,7 +7,13 @@ namespace npusim::hw::chip {
 using core::CoreKind;
 
 Chip::Chip(const config::ChipConfig& cfg, core::Mode mode, const TraceFactory& trace)
-    : cfg_(cfg), mode_(mode), clock_(cfg.clock.core_hz), memory_(cfg.hbm.capacity) {
+    : cfg_(cfg),
+      mode_(mode),
+      clock_(cfg.clock.core_hz),
+      memory_(cfg.hbm.capacity),
+      sdma_(cfg.sdma),
+      host_link_(cfg.host_link),
+      control_cpu_(std::make_unique<ControlCpu>("control_cpu", cfg.clock.control_cpu_hz)) {
   struct Slot {
     CoreKind kind;
     std::string name;

@@ -1,4 +1,5 @@
-// The chip: every core of the config, GM behind the GmPort interface, the device-memory backing store and, on split
+// The chip: every core of the config, GM behind the GmPort interface (the detailed memory system or the simple
+// model), the device-memory backing store, SDMA engines, the host link, the control CPU's slot and, on split
 // chips, the cross-core flag hub. Core names and groups follow the hardware: split chips have aic0..aicN-1 and
 // aiv0..aivM-1 with aic i grouped with aiv i*k .. i*k+k-1 (k = cores.aiv_per_aic); coupled chips have core0..N-1
 // (plus vec0.. for vector-only cores).
@@ -12,7 +13,9 @@
 
 #include "common/config/chip_config.hpp"
 #include "hw/core/ai_core.hpp"
+#include "hw/chip/control_cpu.hpp"
 #include "hw/mem/device_memory.hpp"
+#include "hw/mem/dma.hpp"
 #include "hw/mem/gm_port.hpp"
 #include "hw/mem/memory_system.hpp"
 #include "hw/sim/clock.hpp"
@@ -34,6 +37,9 @@ class Chip {
   // The detailed memory system, or null when sim.memory_model is simple.
   const mem::MemorySystem* memory_system() const { return memory_system_; }
   mem::MemorySystem* memory_system() { return memory_system_; }
+  mem::SdmaEngines& sdma() { return sdma_; }
+  mem::HostLink& host_link() { return host_link_; }
+  ControlCpu& control_cpu() { return *control_cpu_; }
 
   std::size_t core_count() const { return cores_.size(); }
   core::AiCore& core(std::size_t i) { return *cores_.at(i); }
@@ -49,6 +55,9 @@ class Chip {
   mem::MemorySystem* memory_system_ = nullptr;
   std::unique_ptr<core::CrossCoreHub> hub_;
   std::vector<std::unique_ptr<core::AiCore>> cores_;
+  mem::SdmaEngines sdma_;
+  mem::HostLink host_link_;
+  std::unique_ptr<ControlCpu> control_cpu_;
 };
 
 }  // namespace npusim::hw::chip

@@ -23,7 +23,8 @@ Sample hbm_stream_sample() {
       "hbm_stream", "every vector core streams its share of a buffer GM -> UB (reads) and UB -> GM (writes)",
       "bytes (268435456): bytes moved in total over all cores\ncores (all vector cores): cores streaming\n"
       "pattern (seq): seq, stride or random\nstride (65536): bytes between accesses for pattern=stride\n"
-      "access (16384): bytes per DataCopy\nread_ratio (1.0 as 100): percent of the bytes that are reads",
+      "access (16384): bytes per DataCopy\nread_ratio (100): percent of the bytes that are reads\n"
+      "span (1073741824): bytes of address space that stride and random accesses range over",
       [](Params& p, hw::chip::Chip& chip) {
         require_detailed(chip, "hbm_stream");
         const std::uint32_t all = vector_core_count(chip.config());
@@ -33,11 +34,13 @@ Sample hbm_stream_sample() {
         const std::uint64_t stride = p.integer("stride", 65536, 32, 1ULL << 32);
         const std::uint64_t access = p.integer("access", 16384, 32, chip.config().buffers.ub.size / 2);
         const std::uint64_t read_pct = p.integer("read_ratio", 100, 0, 100);
+        const std::uint64_t span = p.integer("span", 1ULL << 30, 4096, chip.config().hbm.capacity / 2);
         if (access % 32 != 0) throw InputError("parameter 'access': must be a multiple of 32 B");
         const std::uint64_t per_core = bytes / cores / access * access;
         if (per_core == 0) throw InputError("parameter 'bytes': less than one access per core");
-        // Reads come from [0, bytes), writes go to [bytes, 2 bytes): the two halves never alias.
-        const std::uint64_t region = per_core * cores;
+        // Sequential streams read [0, bytes) and write [bytes, 2 bytes); stride and random accesses range over
+        // `span` bytes (reads in the lower, writes in the upper half of the device's first 2 x span).
+        const std::uint64_t region = pattern == "seq" ? per_core * cores : span;
         if (2 * region > chip.config().hbm.capacity) throw InputError("parameter 'bytes': twice the buffer exceeds hbm.capacity");
         SampleRun run;
         run.spec.name = "hbm_stream";
@@ -53,7 +56,7 @@ Sample hbm_stream_sample() {
           std::mt19937_64 rng(GetBlockIdx() + 1);
           auto address = [&](std::uint64_t i, std::uint64_t base) {
             if (pattern == "seq") return base + GetBlockIdx() * per_core + i * access;
-            if (pattern == "stride") return base + (GetBlockIdx() * per_core + i * stride) % region / 32 * 32;
+            if (pattern == "stride") return base + (GetBlockIdx() * per_core + i * stride) % (region - access) / 32 * 32;
             return base + rng() % (region / access) * access;
           };
           GlobalTensor<std::uint8_t> g;
