@@ -41,7 +41,13 @@ AddressMap::AddressMap(const config::HbmParams& h)
   }
   if (!seen[kRow] || !seen[kBank] || !seen[kChannel] || !seen[kColumn] || !seen[kBankGroup] || msb_first.front() != kRow)
     throw bad("needs the fields ro, ba, ch, co and bg (optionally coN), ro first");
+  bool below = true;
   for (auto it = msb_first.rbegin(); it != msb_first.rend(); ++it) {
+    if (*it == kChannel || *it == kBank || *it == kRow) below = false;
+    if (below) {
+      block_bursts_ *= *it == kBankGroup ? bgs_ : *it == kColumnLow ? col_low_ : *it == kColumn ? cols_ / col_low_ : 1;
+      if (*it == kBankGroup) block_groups_ = it == msb_first.rbegin() ? BlockGroups::kRoundRobin : BlockGroups::kOther;
+    }
     switch (*it) {
       case kBank: lsb_first_.push_back({kBank, banks_}); break;
       case kChannel: lsb_first_.push_back({kChannel, pcs_}); break;

@@ -31,6 +31,13 @@ class AddressMap {
   // Throws InputError for an unknown mapping name.
   explicit AddressMap(const config::HbmParams& h);
   DramAddress decode(std::uint64_t addr) const;
+  // Bursts in each aligned block that share pseudo-channel, bank and row (the fields below the lowest of ch and
+  // ba): a contiguous range is served block by block, decoding once per block.
+  std::uint64_t block_bursts() const { return block_bursts_; }
+  // How the bank group varies inside a block: not at all (the block is one bank group), every burst (bg is the
+  // lowest field: any bank_groups consecutive bursts cover them all), or otherwise (decode each burst).
+  enum class BlockGroups : std::uint8_t { kOne, kRoundRobin, kOther };
+  BlockGroups block_groups() const { return block_groups_; }
   std::uint32_t pseudo_channels() const { return pcs_; }
   std::uint32_t banks_per_pc() const { return bgs_ * banks_; }
   const std::string& name() const { return name_; }
@@ -46,6 +53,8 @@ class AddressMap {
   std::uint32_t pcs_, bgs_, banks_, cols_;
   std::uint32_t col_low_ = 1;       // columns in the "coN" field (1 when the column is not split)
   bool row_hash_ = false;
+  std::uint64_t block_bursts_ = 1;
+  BlockGroups block_groups_ = BlockGroups::kOne;
   std::vector<Digit> lsb_first_;    // the non-row fields, least significant first
 };
 

@@ -75,15 +75,16 @@ double Hbm::Calendar::reserve(double earliest, double duration, const Hbm& h, co
 }
 
 void Hbm::Calendar::prune(double before) {
+  if (busy.size() < 128) return;
   std::size_t n = 0;
   while (n < busy.size() && busy[n].second < before) ++n;
-  if (n > 64) busy.erase(busy.begin(), busy.begin() + static_cast<std::ptrdiff_t>(n));
+  busy.erase(busy.begin(), busy.begin() + static_cast<std::ptrdiff_t>(n));
 }
 
 double Hbm::schedule_act(Pc& pc, double earliest) {
   const config::HbmTiming& T = p_.timing;
   double t = earliest;
-  std::vector<double> near;
+  std::vector<double>& near = near_;
   for (int guard = 0; guard < 10000; ++guard) {
     if (refresh_all_bank_) t = past_windows(t, 0, pc.offset, T.tREFI, T.tRFC);
     const auto lo = std::lower_bound(pc.acts.begin(), pc.acts.end(), t - std::max(T.tFAW, T.tRRD));
@@ -233,12 +234,24 @@ Hbm::Result Hbm::access(std::uint64_t addr, std::uint64_t bytes, bool write, dou
     n = 0;
     mask = 0;
   };
-  for (std::uint64_t a = first; a <= last; a += burst_bytes_) {
+  // Block by block: the bursts of one aligned block share PC, bank and row; only their bank groups differ.
+  const std::uint64_t block = map_.block_bursts() * burst_bytes_;
+  for (std::uint64_t a = first; a <= last;) {
+    const std::uint64_t block_end = std::min(last + burst_bytes_, (a / block + 1) * block);
     const DramAddress d = map_.decode(a);
     if (n && (d.pc != run.pc || d.bank != run.bank || d.row != run.row)) flush();
     if (!n) run = d;
-    mask |= 1ULL << d.bg;
-    ++n;
+    const std::uint64_t count = (block_end - a) / burst_bytes_;
+    using BG = AddressMap::BlockGroups;
+    if (map_.block_groups() == BG::kOne) {
+      mask |= 1ULL << d.bg;
+    } else if (map_.block_groups() == BG::kRoundRobin && count >= p_.bank_groups) {
+      mask |= (p_.bank_groups >= 64 ? ~0ULL : ((1ULL << p_.bank_groups) - 1));
+    } else {
+      for (std::uint64_t b = a; b < block_end; b += burst_bytes_) mask |= 1ULL << map_.decode(b).bg;
+    }
+    n += static_cast<std::uint32_t>(count);
+    a = block_end;
   }
   flush();
   r.accepted_ns = accepted;

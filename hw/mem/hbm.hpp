@@ -106,6 +106,7 @@ class Hbm {
   double link_rate_ = 0;
   std::vector<Pc> pcs_;
   HbmStats stats_;
+  std::vector<double> near_;  // scratch for schedule_act
 };
 
 }  // namespace npusim::hw::mem

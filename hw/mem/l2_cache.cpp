@@ -107,8 +107,6 @@ L2Cache::Lookup L2Cache::access(std::uint64_t addr, bool write, std::uint32_t by
   std::uint64_t set;
   std::uint32_t slice;
   Lookup r;
-  SliceStats& st = stats_[0];
-  (void)st;
   Way* w = find(addr, &set, &slice);
   SliceStats& s = stats_[slice];
   s.bytes += bytes;
@@ -116,6 +114,7 @@ L2Cache::Lookup L2Cache::access(std::uint64_t addr, bool write, std::uint32_t by
   if (w) {
     ++s.hits;
     r.hit = true;
+    r.way = w;
     r.ready = w->ready;
     w->dirty |= write;
     repl_[slice]->touch(set, static_cast<std::uint32_t>(w - base));
@@ -139,8 +138,11 @@ L2Cache::Lookup L2Cache::access(std::uint64_t addr, bool write, std::uint32_t by
   }
   base[way] = Way{addr / line_, 0, true, write};
   repl_[slice]->touch(set, way);
+  r.way = &base[way];
   return r;
 }
+
+void L2Cache::fill(Way* way, double ready) { way->ready = ready; }
 
 void L2Cache::fill(std::uint64_t addr, double ready) {
   std::uint64_t set;

@@ -38,7 +38,9 @@ class L2Cache {
  public:
   explicit L2Cache(const config::L2Params& p);
 
+  struct Way;
   struct Lookup {
+    Way* way = nullptr;  // the line's entry, valid until the next access (for fill)
     bool hit = false;
     double ready = 0;  // hit: when the line's data is there (a fill may still be in flight)
     bool writeback = false;
@@ -47,6 +49,7 @@ class L2Cache {
   // Looks up the line holding `addr`; a miss allocates it (its data ready at `fill_ready`, set later with fill()).
   Lookup access(std::uint64_t addr, bool write, std::uint32_t bytes);
   void fill(std::uint64_t addr, double ready);
+  static void fill(Way* way, double ready);
 
   std::uint32_t slice_of(std::uint64_t addr) const { return hash_->slice(addr / line_); }
   std::uint64_t line_bytes() const { return line_; }
@@ -54,13 +57,15 @@ class L2Cache {
   const std::vector<SliceStats>& stats() const { return stats_; }
   void reset_stats() { stats_.assign(stats_.size(), SliceStats{}); }
 
- private:
+ public:
   struct Way {
     std::uint64_t tag = 0;
     double ready = 0;
     bool valid = false;
     bool dirty = false;
   };
+
+ private:
   Way* find(std::uint64_t addr, std::uint64_t* set_out, std::uint32_t* slice_out);
 
   std::uint64_t line_;

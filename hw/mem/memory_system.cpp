@@ -61,11 +61,12 @@ double MemorySystem::through_l2(std::uint32_t core, std::uint64_t addr, std::uin
   // Consecutive missing lines of this request are fetched as one batch.
   std::uint64_t miss_first = 0, miss_bytes = 0;
   double miss_time = 0;
-  std::vector<std::uint64_t> batch;
+  std::vector<L2Cache::Way*>& batch = batch_;
+  batch.clear();
   auto flush = [&] {
     if (!miss_bytes) return;
     const double ready = hbm_fetch(miss_first, miss_bytes, false, miss_time);
-    for (std::uint64_t a : batch) l2_.fill(a, ready);
+    for (L2Cache::Way* w : batch) L2Cache::fill(w, ready);
     done = std::max(done, ready);
     miss_bytes = 0;
     batch.clear();
@@ -90,7 +91,7 @@ double MemorySystem::through_l2(std::uint32_t core, std::uint64_t addr, std::uin
     if (look.hit) {
       done = std::max(done, std::max(lookup_done, look.ready));
     } else if (write && part == line) {
-      l2_.fill(line_addr, lookup_done);  // a whole-line write needs no fetch
+      L2Cache::fill(look.way, lookup_done);  // a whole-line write needs no fetch
       done = std::max(done, lookup_done);
     } else {
       const double request = lookup_done + static_cast<double>(cfg_.l2.miss_latency);
@@ -102,7 +103,8 @@ double MemorySystem::through_l2(std::uint32_t core, std::uint64_t addr, std::uin
         miss_bytes = line;
         miss_time = request;
       }
-      batch.push_back(line_addr);
+      batch.push_back(look.way);
+      if (batch.size() >= cfg_.l2.ways) flush();  // later lines of this request could evict a batched one
     }
     a += part;
   }

@@ -92,6 +92,7 @@ class MemorySystem final : public GmPort {
   MemoryTotals totals_;
   std::vector<MemoryBin> bins_;
   std::uint64_t bin_cycles_;
+  std::vector<L2Cache::Way*> batch_;  // scratch for through_l2
 };
 
 }  // namespace npusim::hw::mem
