@@ -75,6 +75,10 @@ nlohmann::json launch_report(const LaunchResult& r, const hw::chip::Chip& chip, 
       l2_bytes += sl.bytes;
     }
     const auto& t = ms->totals();
+    nlohmann::json slices = nlohmann::json::array();
+    for (const auto& sl : ms->l2().stats())
+      slices.push_back({{"hits", sl.hits}, {"misses", sl.misses}, {"evictions", sl.evictions},
+                        {"writebacks", sl.writebacks}, {"bytes", sl.bytes}});
     mem = {{"model", "detailed"},
            {"hbm_read_bytes", h.read_bytes},
            {"hbm_write_bytes", h.write_bytes},
@@ -84,7 +88,9 @@ nlohmann::json launch_report(const LaunchResult& r, const hw::chip::Chip& chip, 
            {"l2_avg_GBps", seconds > 0 ? static_cast<double>(l2_bytes) / seconds / 1e9 : 0.0},
            {"gm_read_bytes", t.read_bytes},
            {"gm_write_bytes", t.write_bytes},
-           {"avg_latency_ns", t.reads ? t.read_latency_cycles / static_cast<double>(t.reads) / hz * 1e9 : 0.0}};
+           {"avg_latency_ns", t.reads ? t.read_latency_cycles / static_cast<double>(t.reads) / hz * 1e9 : 0.0},
+           {"hbm_activates", h.activates},
+           {"l2_slices", slices}};
   } else {
     const auto rd = chip.gm().read_bytes(), wr = chip.gm().write_bytes();
     mem = {{"model", "simple"},
