@@ -11,15 +11,9 @@ namespace npusim::fw::kernel {
 using hw::core::AiCore;
 using hw::core::CoreKind;
 
-namespace {
+using Slot = BlockSlot;
 
-struct Slot {
-  AiCore* core;
-  std::uint32_t sub_idx, sub_num;
-};
-
-// The cores that run one block, per kernel type.
-std::vector<std::vector<Slot>> block_slots(hw::chip::Chip& chip, KernelType type) {
+std::vector<std::vector<BlockSlot>> block_slots(hw::chip::Chip& chip, KernelType type) {
   std::vector<std::vector<Slot>> out;
   const bool split = chip.config().split();
   if (!split) {
@@ -44,7 +38,21 @@ std::vector<std::vector<Slot>> block_slots(hw::chip::Chip& chip, KernelType type
   return out;
 }
 
-}  // namespace
+hw::core::Program block_program(std::function<void()> body, std::uint32_t block, std::uint32_t block_dim,
+                                std::uint32_t sub_idx, std::uint32_t sub_num, std::uint64_t init_cycles) {
+  return [body = std::move(body), block, block_dim, sub_idx, sub_num, init_cycles](hw::core::CoreEngine& engine) {
+    KernelContext kc;
+    kc.engine = &engine;
+    kc.block_idx = block;
+    kc.block_num = block_dim;
+    kc.sub_block_idx = sub_idx;
+    kc.sub_block_num = sub_num;
+    engine.set_user_context(&kc);
+    if (init_cycles) engine.scalar_work(init_cycles);
+    body();
+    engine.set_user_context(nullptr);
+  };
+}
 
 LaunchResult launch(hw::chip::Chip& chip, const LaunchSpec& spec) {
   if (spec.block_dim == 0) throw InputError("kernel " + spec.name + ": block_dim must be at least 1");
@@ -70,17 +78,7 @@ LaunchResult launch(hw::chip::Chip& chip, const LaunchSpec& spec) {
     q.pop_front();
     AiCore& core = chip.core(core_index);
     core.start(
-        [&, w](hw::core::CoreEngine& engine) {
-          KernelContext kc;
-          kc.engine = &engine;
-          kc.block_idx = w.block;
-          kc.block_num = spec.block_dim;
-          kc.sub_block_idx = w.sub_idx;
-          kc.sub_block_num = w.sub_num;
-          engine.set_user_context(&kc);
-          spec.body();
-          engine.set_user_context(nullptr);
-        },
+        block_program(spec.body, w.block, spec.block_dim, w.sub_idx, w.sub_num),
         w.block,
         [&, core_index](const hw::core::CoreEngine& e) {
           CoreRun run;

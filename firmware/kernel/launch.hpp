@@ -41,6 +41,18 @@ struct LaunchResult {
   double wall_seconds = 0;
 };
 
+// The cores that run one block of a kernel of `type`, with each core's sub-block index (AIV within a group).
+struct BlockSlot {
+  hw::core::AiCore* core;
+  std::uint32_t sub_idx, sub_num;
+};
+std::vector<std::vector<BlockSlot>> block_slots(hw::chip::Chip& chip, KernelType type);
+
+// What a core runs for one block: sets up the kernel context, spends `init_cycles` of scalar time (kernel software
+// init: arguments, tiling data), then runs the body.
+hw::core::Program block_program(std::function<void()> body, std::uint32_t block, std::uint32_t block_dim,
+                                std::uint32_t sub_idx, std::uint32_t sub_num, std::uint64_t init_cycles = 0);
+
 // Throws hw::core::KernelError for a kernel's misuse (including deadlocks between cores) and InputError for a
 // launch the chip cannot run.
 LaunchResult launch(hw::chip::Chip& chip, const LaunchSpec& spec);

@@ -13,11 +13,13 @@ AiCore::AiCore(sc_core::sc_module_name name, CoreIdentity id, Env env)
   thread_ = sc_core::sc_spawn([this] { run(); }, sc_core::sc_gen_unique_name("scalar"), &opts);
 }
 
-void AiCore::start(Program program, std::uint32_t block, std::function<void(const CoreEngine&)> on_done) {
+void AiCore::start(Program program, std::uint32_t block, std::function<void(const CoreEngine&)> on_done,
+                   sc_core::sc_time delay) {
   next_ = std::move(program);
   next_block_ = block;
   on_done_ = std::move(on_done);
   running_ = true;
+  start_delay_ = delay;
   start_event_.notify(sc_core::SC_ZERO_TIME);
 }
 
@@ -44,6 +46,7 @@ void AiCore::abandon() {
 void AiCore::run() {
   for (;;) {
     while (!next_) wait(start_event_);
+    if (start_delay_ > sc_core::SC_ZERO_TIME) wait(start_delay_);
     Program program = std::move(*next_);
     next_.reset();
     CoreIdentity id = id_;

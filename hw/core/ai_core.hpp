@@ -30,8 +30,10 @@ class AiCore : public sc_core::sc_module, private CoreHost {
   };
   AiCore(sc_core::sc_module_name name, CoreIdentity id, Env env);
 
-  // Queues a program; the core runs its programs one after another, each on a fresh engine.
-  void start(Program program, std::uint32_t block, std::function<void(const CoreEngine&)> on_done);
+  // Queues a program to start `delay` from now (e.g. the dispatch latency); the core runs its programs one after
+  // another, each on a fresh engine.
+  void start(Program program, std::uint32_t block, std::function<void(const CoreEngine&)> on_done,
+             sc_core::sc_time delay = sc_core::SC_ZERO_TIME);
   // A count for this core arrived at the cross-core hub.
   void notify_cross() { cross_event_.notify(sc_core::SC_ZERO_TIME); }
 
@@ -64,6 +66,7 @@ class AiCore : public sc_core::sc_module, private CoreHost {
   std::optional<Program> next_;
   std::function<void(const CoreEngine&)> on_done_;
   std::uint32_t next_block_ = 0;
+  sc_core::sc_time start_delay_ = sc_core::SC_ZERO_TIME;
   std::unique_ptr<CoreEngine> engine_;
   bool running_ = false;
   std::exception_ptr error_;

@@ -1,0 +1,209 @@
+#include "firmware/ts/task_scheduler.hpp"
+
+#include <algorithm>
+#include <cmath>
+#include <cstring>
+#include <vector>
+
+#include "common/util/error.hpp"
+
+namespace npusim::fw::ts {
+
+using kernel::KernelType;
+
+TaskScheduler::TaskScheduler(hw::chip::Chip& chip, const std::vector<KernelEntry>& kernels, std::uint64_t cq_base,
+                             std::uint32_t cq_entries)
+    : chip_(chip),
+      kernels_(kernels),
+      cq_base_(cq_base),
+      cq_(TaskRing::create(chip.memory(), cq_base, cq_entries)),
+      core_busy_(chip.core_count(), false) {}
+
+void TaskScheduler::add_stream(std::uint64_t sq_base) {
+  streams_.push_back(Stream{TaskRing::attach(chip_.memory(), sq_base)});
+}
+
+void TaskScheduler::finish(std::size_t record, std::uint16_t stream, double at_ns) {
+  TaskRecord& r = records_[record];
+  r.end_ns = at_ns;
+  TaskDescriptor c;
+  c.type = TaskType::kCompletion;
+  c.task_id = r.task_id;
+  c.stream = stream;
+  if (cq_.full()) throw InputError("task scheduler: the completion ring is full (the host does not drain it)");
+  cq_.push(c);
+  streams_[stream].busy = false;
+  completed_.notify(sc_core::SC_ZERO_TIME);
+}
+
+void TaskScheduler::start_task(std::size_t s, const TaskDescriptor& d) {
+  Stream& st = streams_[s];
+  TaskRecord r;
+  r.task_id = d.task_id;
+  r.stream = static_cast<std::uint16_t>(s);
+  r.type = d.type;
+  r.fetched_ns = r.start_ns = now_ns();
+  records_.push_back(r);
+  const std::size_t rec = records_.size() - 1;
+  st.busy = true;
+  switch (d.type) {
+    case TaskType::kKernel: {
+      if (d.kernel >= kernels_.size()) throw InputError("task " + std::to_string(d.task_id) + ": unknown kernel " + std::to_string(d.kernel));
+      if (d.block_dim == 0) throw InputError("kernel " + kernels_[d.kernel].name + ": block_dim must be at least 1");
+      records_[rec].name = kernels_[d.kernel].name;
+      records_[rec].block_dim = d.block_dim;
+      kernel_tasks_.push_back(KernelTask{rec, d.kernel, 0, 0, d.block_dim, kernels_[d.kernel].type, 1});
+      break;
+    }
+    case TaskType::kMemcpy: {
+      const double t = now_ns();
+      hw::mem::Transfer tr;
+      if (d.copy == CopyKind::kDeviceToDevice) {
+        records_[rec].name = "memcpy D2D";
+        tr = chip_.sdma().copy(d.bytes, t);
+      } else {
+        const bool h2d = d.copy == CopyKind::kHostToDevice;
+        records_[rec].name = h2d ? "memcpy H2D" : "memcpy D2H";
+        tr = chip_.host_link().transfer(h2d, d.bytes, t);
+      }
+      records_[rec].start_ns = tr.start_ns;
+      copies_.push_back(Copy{rec, d});
+      pending_.push_back(Pending{tr.done_ns, rec, static_cast<std::uint16_t>(s)});
+      break;
+    }
+    case TaskType::kEventRecord:
+      records_[rec].name = "event record " + std::to_string(d.event);
+      if (event_time_.size() <= d.event) event_time_.resize(d.event + 1, -1.0);
+      event_time_[d.event] = now_ns();  // every earlier task of the stream is done: stream order
+      finish(rec, static_cast<std::uint16_t>(s), now_ns());
+      break;
+    case TaskType::kEventWait:
+      records_[rec].name = "event wait " + std::to_string(d.event);
+      st.waiting_event = static_cast<int>(d.event);
+      st.record = rec;
+      break;
+    case TaskType::kCompletion: throw InputError("a completion descriptor in a submission ring");
+  }
+}
+
+bool TaskScheduler::dispatch() {
+  bool any = false;
+  const auto& launch = chip_.config().launch;
+  const auto init_cycles =
+      static_cast<std::uint64_t>(std::llround((launch.core_startup + launch.kernel_init) * 1e-9 * chip_.config().clock.core_hz));
+  for (KernelTask& task : kernel_tasks_) {
+    if (task.next_block == task.block_dim) continue;
+    auto& slots = slots_[static_cast<int>(task.type)];
+    if (slots.empty()) slots = kernel::block_slots(chip_, task.type);
+    if (slots.empty()) throw InputError("kernel " + kernels_[task.kernel].name + ": the chip has no cores of its type");
+    task.slot_cores = static_cast<std::uint32_t>(slots.front().size());
+    TaskRecord& rec = records_[task.record];
+    rec.waves = static_cast<std::uint32_t>((task.block_dim + slots.size() - 1) / slots.size());
+    for (const auto& slot : slots) {
+      if (task.next_block == task.block_dim) break;
+      bool free = true;
+      for (const auto& c : slot) free = free && !core_busy_[c.core->identity().index];
+      if (!free) continue;
+      const std::uint32_t block = task.next_block++;
+      if (block == 0) rec.start_ns = now_ns();
+      any = true;
+      const std::size_t record = task.record;
+      const std::uint32_t cores_per_block = static_cast<std::uint32_t>(slot.size());
+      for (const auto& c : slot) {
+        core_busy_[c.core->identity().index] = true;
+        c.core->start(
+            kernel::block_program(kernels_[task.kernel].body, block, task.block_dim, c.sub_idx, c.sub_num, init_cycles),
+            block,
+            [this, record, cores_per_block, &task](const hw::core::CoreEngine& e) {
+              kernel::CoreRun run;
+              run.core = e.identity().name;
+              run.kind = e.identity().kind;
+              run.block = e.identity().block;
+              run.start = e.start_cycle();
+              run.end = e.end_cycle();
+              for (int p = 0; p < hw::isa::kPipeCount; ++p) run.pipes[p] = e.pipe_stats(static_cast<hw::isa::Pipe>(p));
+              run.instructions = e.instructions();
+              records_[record].runs.push_back(std::move(run));
+              core_busy_[e.identity().index] = false;
+              if (++task.done_cores == task.block_dim * cores_per_block) {
+                pending_.push_back(Pending{now_ns() + chip_.config().launch.completion, record, records_[record].stream});
+              }
+              wakeup_.notify(sc_core::SC_ZERO_TIME);
+            },
+            sc_core::sc_time(launch.dispatch, sc_core::SC_NS));
+      }
+    }
+  }
+  // Forget kernels whose blocks have all been dispatched and finished.
+  while (!kernel_tasks_.empty() && kernel_tasks_.front().next_block == kernel_tasks_.front().block_dim &&
+         kernel_tasks_.front().done_cores == kernel_tasks_.front().block_dim * kernel_tasks_.front().cores_per_block())
+    kernel_tasks_.pop_front();
+  return any;
+}
+
+void TaskScheduler::complete_copy(std::size_t record) {
+  for (auto it = copies_.begin(); it != copies_.end(); ++it) {
+    if (it->record != record) continue;
+    const TaskDescriptor& d = it->desc;
+    // The bytes move when the copy completes (stream order and events keep their readers behind it).
+    if (chip_.mode() == hw::core::Mode::kFunctional) {
+      if (d.copy == CopyKind::kHostToDevice) {
+        chip_.memory().write(d.dst, reinterpret_cast<const void*>(static_cast<std::uintptr_t>(d.src)), d.bytes);
+      } else if (d.copy == CopyKind::kDeviceToHost) {
+        chip_.memory().read(d.src, reinterpret_cast<void*>(static_cast<std::uintptr_t>(d.dst)), d.bytes);
+      } else {
+        std::vector<std::uint8_t> tmp(d.bytes);
+        chip_.memory().read(d.src, tmp.data(), d.bytes);
+        chip_.memory().write(d.dst, tmp.data(), d.bytes);
+      }
+    }
+    copies_.erase(it);
+    return;
+  }
+}
+
+void TaskScheduler::run(hw::chip::ControlCpu& cpu) {
+  (void)cpu;
+  for (;;) {
+    for (bool progress = true; progress;) {
+      progress = false;
+      const double now = now_ns();
+      for (std::size_t i = 0; i < pending_.size();) {
+        if (pending_[i].at_ns <= now + 1e-6) {
+          const Pending p = pending_[i];
+          pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
+          complete_copy(p.record);
+          finish(p.record, p.stream, now);
+          progress = true;
+        } else {
+          ++i;
+        }
+      }
+      for (std::size_t s = 0; s < streams_.size(); ++s) {
+        Stream& st = streams_[s];
+        if (st.waiting_event >= 0) {
+          const auto e = static_cast<std::size_t>(st.waiting_event);
+          if (e < event_time_.size() && event_time_[e] >= 0) {
+            st.waiting_event = -1;
+            finish(st.record, static_cast<std::uint16_t>(s), now);
+            progress = true;
+          }
+          continue;
+        }
+        if (st.busy || st.sq.empty()) continue;
+        start_task(s, st.sq.pop());
+        progress = true;
+      }
+      if (dispatch()) progress = true;
+    }
+    if (pending_.empty()) {
+      sc_core::wait(wakeup_);
+    } else {
+      double next = pending_.front().at_ns;
+      for (const Pending& p : pending_) next = std::min(next, p.at_ns);
+      sc_core::wait(sc_core::sc_time(std::max(0.0, next - now_ns()), sc_core::SC_NS), wakeup_);
+    }
+  }
+}
+
+}  // namespace npusim::fw::ts

@@ -1,0 +1,105 @@
+// The task-scheduler firmware (DESIGN.md, "Runtime, driver, firmware"). It runs on the control CPU: fetches task
+// descriptors from each stream's submission ring in device memory, keeps every stream in order, honours events,
+// dispatches the blocks of kernel tasks to free cores by kernel type (further waves when block_dim exceeds the
+// cores), drives SDMA and the host link for memcpy tasks, and writes a completion descriptor per task into the
+// completion ring. Latencies (keys launch.*): `dispatch` from the scheduler to a core, `core_startup` +
+// `kernel_init` on the core before the kernel body, `completion` from the last block to the completion record.
+#pragma once
+
+#include <systemc>
+
+#include <deque>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "firmware/kernel/launch.hpp"
+#include "firmware/ts/task_ring.hpp"
+#include "hw/chip/chip.hpp"
+
+namespace npusim::fw::ts {
+
+// A kernel the host registered: the descriptor's `kernel` field indexes this table.
+struct KernelEntry {
+  std::string name;
+  kernel::KernelType type = kernel::KernelType::kVector;
+  std::function<void()> body;
+};
+
+// What happened to a task, for traces, summaries and tests. Times in ns of simulated time.
+struct TaskRecord {
+  std::uint32_t task_id = 0;
+  std::uint16_t stream = 0;
+  TaskType type = TaskType::kKernel;
+  std::string name;
+  std::uint32_t block_dim = 0;
+  double fetched_ns = 0;  // the scheduler took it from the ring (its stream was free)
+  double start_ns = 0;    // first block dispatched / copy started
+  double end_ns = 0;      // completion written
+  std::uint32_t waves = 0;
+  std::vector<kernel::CoreRun> runs;  // per block and core, kernels only
+};
+
+class TaskScheduler {
+ public:
+  TaskScheduler(hw::chip::Chip& chip, const std::vector<KernelEntry>& kernels, std::uint64_t cq_base,
+                std::uint32_t cq_entries);
+
+  // Registers a stream whose submission ring the driver created at `sq_base`.
+  void add_stream(std::uint64_t sq_base);
+  // The driver's doorbell: new descriptors are in some ring.
+  void doorbell() { wakeup_.notify(sc_core::SC_ZERO_TIME); }
+  // The firmware's main loop; runs forever on the control CPU (start it with ControlCpu::start).
+  void run(hw::chip::ControlCpu& cpu);
+
+  // Notified when a completion descriptor was written.
+  const sc_core::sc_event& completed() const { return completed_; }
+  const std::vector<TaskRecord>& records() const { return records_; }
+  std::uint64_t cq_base() const { return cq_base_; }
+
+ private:
+  struct Stream {
+    TaskRing sq;
+    bool busy = false;           // a task of this stream is in progress
+    int waiting_event = -1;      // blocked at an event wait
+    std::size_t record = 0;      // index of its task in records_
+  };
+  struct KernelTask {
+    std::size_t record;
+    std::uint32_t kernel;
+    std::uint32_t next_block = 0, done_cores = 0, block_dim = 0;
+    kernel::KernelType type;
+    std::uint32_t slot_cores = 1;
+    std::uint32_t cores_per_block() const { return slot_cores; }
+  };
+  struct Copy {
+    std::size_t record;
+    TaskDescriptor desc;
+  };
+  struct Pending {
+    double at_ns;
+    std::size_t record;
+    std::uint16_t stream;
+  };
+  void start_task(std::size_t stream, const TaskDescriptor& d);
+  bool dispatch();
+  void complete_copy(std::size_t record);
+  void finish(std::size_t record, std::uint16_t stream, double at_ns);
+  double now_ns() const { return sc_core::sc_time_stamp().to_seconds() * 1e9; }
+
+  hw::chip::Chip& chip_;
+  const std::vector<KernelEntry>& kernels_;
+  std::uint64_t cq_base_;
+  TaskRing cq_;
+  std::vector<Stream> streams_;
+  std::deque<KernelTask> kernel_tasks_;  // in dispatch order
+  std::vector<Pending> pending_;         // completions due at a time (copies, finished kernels)
+  std::vector<bool> core_busy_;          // by core index
+  std::vector<std::vector<kernel::BlockSlot>> slots_[3];  // per kernel type, computed on first use
+  std::deque<Copy> copies_;
+  std::vector<double> event_time_;       // recorded events (-1: not recorded)
+  std::vector<TaskRecord> records_;
+  sc_core::sc_event wakeup_, completed_;
+};
+
+}  // namespace npusim::fw::ts

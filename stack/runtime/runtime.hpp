@@ -1,0 +1,74 @@
+// The runtime: an ACL-like API on the simulated timeline (DESIGN.md, "Runtime, driver, firmware"). A Device owns
+// the chip, the device-memory allocator, the driver's rings and the task-scheduler firmware on the control CPU.
+// The host program runs on its own simulated thread: every API call costs its configured host time (keys host.*),
+// submissions go into per-stream rings in device memory with a doorbell, and the host overlaps the device.
+//
+// Status (issue 5, in progress): streams, events, kernel launches with waves, async memcpy and synchronize work
+// end to end; stream priorities, interrupts vs polling, traces and the op summary are not done yet.
+#pragma once
+
+#include <systemc>
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "firmware/ts/task_scheduler.hpp"
+#include "hw/chip/chip.hpp"
+#include "stack/runtime/device_allocator.hpp"
+
+namespace npusim::stack::runtime {
+
+struct Stream {
+  std::uint16_t id = 0;
+};
+struct Event {
+  std::uint32_t id = 0;
+};
+
+class Device {
+ public:
+  Device(const config::ChipConfig& cfg, hw::core::Mode mode);
+  ~Device();
+
+  // Runs `host` as the host program, then simulates until every task is done. One run per process (SystemC).
+  void run(const std::function<void(Device&)>& host);
+
+  // --- The API (call from inside the host program) ----------------------------------------------------------------
+  std::uint64_t malloc(std::uint64_t bytes);
+  void free(std::uint64_t addr);
+  Stream create_stream();
+  Event create_event();
+  void memcpy_async(std::uint64_t dst, const void* src, std::uint64_t bytes, Stream s);  // host -> device
+  void memcpy_async(void* dst, std::uint64_t src, std::uint64_t bytes, Stream s);        // device -> host
+  void memcpy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, Stream s);
+  void launch(const std::string& name, fw::kernel::KernelType type, std::uint32_t block_dim,
+              std::function<void()> body, Stream s);
+  void record(Event e, Stream s);
+  void wait(Event e, Stream s);  // the stream waits (the host does not)
+  void synchronize();            // the host waits until every submitted task has completed
+  double now_ns() const { return sc_core::sc_time_stamp().to_seconds() * 1e9; }
+
+  hw::chip::Chip& chip() { return *chip_; }
+  const std::vector<fw::ts::TaskRecord>& tasks() const { return ts_->records(); }
+  std::uint32_t submitted() const { return next_task_; }
+
+ private:
+  void submit(fw::ts::TaskDescriptor d, Stream s, double host_cost_ns);
+  void host_spends(double ns);
+  void drain_completions();
+
+  config::ChipConfig cfg_;
+  std::unique_ptr<hw::chip::Chip> chip_;
+  std::unique_ptr<DeviceAllocator> allocator_;
+  std::vector<fw::ts::KernelEntry> kernels_;
+  std::unique_ptr<fw::ts::TaskScheduler> ts_;
+  std::vector<fw::ts::TaskRing> sqs_;
+  std::unique_ptr<fw::ts::TaskRing> cq_;
+  std::uint32_t next_task_ = 0, next_event_ = 0, completed_ = 0;
+  std::exception_ptr host_error_;
+};
+
+}  // namespace npusim::stack::runtime

@@ -1,0 +1,148 @@
+// The runtime, driver rings and task-scheduler firmware on the chip: stream order and events decide results,
+// waves, copy/compute overlap across streams, host overheads on the timeline. One simulation per test process.
+#include <gtest/gtest.h>
+
+#include <vector>
+
+#include "common/config/loader.hpp"
+#include "firmware/kernel/kernel_api.hpp"
+#include "stack/runtime/runtime.hpp"
+
+namespace npusim::stack::runtime {
+namespace {
+
+using namespace fw::kernel;
+
+config::ChipConfig tiny() { return config::load_config("tiny", {}).chip; }
+
+// y = x * a + b over n floats, one block per 256 elements.
+std::function<void()> axpb(std::uint64_t x, std::uint64_t y, std::uint32_t n, float a, float b) {
+  return [=] {
+    const std::uint32_t per = n / GetBlockNum(), off = GetBlockIdx() * per;
+    GlobalTensor<float> gx, gy;
+    gx.SetGlobalBuffer(x + off * 4);
+    gy.SetGlobalBuffer(y + off * 4);
+    TPipe pipe;
+    TBuf<TPosition::VECCALC> buf;
+    pipe.InitBuffer(buf, per * 4);
+    LocalTensor<float> t = buf.Get<float>();
+    DataCopy(t, gx, per);
+    SetFlag<HardEvent::MTE2_V>(0);
+    WaitFlag<HardEvent::MTE2_V>(0);
+    Muls(t, t, a, per);
+    Adds(t, t, b, per);
+    SetFlag<HardEvent::V_MTE3>(0);
+    WaitFlag<HardEvent::V_MTE3>(0);
+    DataCopy(gy, t, per);
+  };
+}
+
+const fw::ts::TaskRecord* find(const Device& dev, const std::string& name) {
+  for (const auto& t : dev.tasks())
+    if (t.name == name) return &t;
+  return nullptr;
+}
+
+TEST(Runtime, StreamOrderAndEventsDecideTheResults) {
+  Device dev(tiny(), hw::core::Mode::kFunctional);
+  const std::uint32_t n = 1024;
+  std::vector<float> x(n), out(n);
+  for (std::uint32_t i = 0; i < n; ++i) x[i] = static_cast<float>(i);
+  dev.run([&](Device& d) {
+    const std::uint64_t dx = d.malloc(n * 4), dy = d.malloc(n * 4), dz = d.malloc(n * 4);
+    Stream copy = d.create_stream(), compute = d.create_stream();
+    Event in = d.create_event(), mid = d.create_event();
+    d.memcpy_async(dx, x.data(), n * 4, copy);
+    d.record(in, copy);
+    d.wait(in, compute);                                                      // x is on the device
+    d.launch("scale", KernelType::kVector, 4, axpb(dx, dy, n, 2.0f, 0.0f), compute);
+    d.launch("shift", KernelType::kVector, 4, axpb(dy, dz, n, 1.0f, 1.0f), compute);  // stream order: after scale
+    d.record(mid, compute);
+    d.wait(mid, copy);
+    d.memcpy_async(out.data(), dz, n * 4, copy);
+    d.synchronize();
+  });
+  for (std::uint32_t i = 0; i < n; ++i) ASSERT_EQ(out[i], 2.0f * static_cast<float>(i) + 1.0f) << i;
+  const auto* scale = find(dev, "scale");
+  const auto* shift = find(dev, "shift");
+  const auto* h2d = find(dev, "memcpy H2D");
+  ASSERT_TRUE(scale && shift && h2d);
+  EXPECT_GE(scale->start_ns, h2d->end_ns);
+  EXPECT_GE(shift->start_ns, scale->end_ns);
+}
+
+TEST(Runtime, BlocksBeyondTheCoresRunInWaves) {
+  Device dev(tiny(), hw::core::Mode::kTimingOnly);
+  dev.run([&](Device& d) {
+    const std::uint64_t dx = d.malloc(1 << 16), dy = d.malloc(1 << 16);
+    Stream s = d.create_stream();
+    d.launch("waves", KernelType::kVector, 8, axpb(dx, dy, 8 * 1024, 1.0f, 0.0f), s);  // tiny has 4 AIV
+    d.synchronize();
+  });
+  const auto* t = find(dev, "waves");
+  ASSERT_TRUE(t);
+  EXPECT_EQ(t->waves, 2u);
+  ASSERT_EQ(t->runs.size(), 8u);
+  // On every core the second block starts after the first one ended.
+  for (const auto& a : t->runs) {
+    for (const auto& b : t->runs) {
+      if (a.core == b.core && a.block < b.block) {
+        EXPECT_GE(b.start, a.end);
+      }
+    }
+  }
+}
+
+TEST(Runtime, CopiesOnOneStreamOverlapComputeOnAnother) {
+  Device dev(tiny(), hw::core::Mode::kTimingOnly);
+  dev.run([&](Device& d) {
+    const std::uint64_t big = d.malloc(8 << 20), dx = d.malloc(1 << 16), dy = d.malloc(1 << 16);
+    static std::vector<std::uint8_t> host(8 << 20);
+    Stream a = d.create_stream(), b = d.create_stream();
+    d.memcpy_async(big, host.data(), host.size(), a);  // 8 MiB over a 32 GB/s link: ~260 us
+    for (int i = 0; i < 4; ++i) d.launch("k" + std::to_string(i), KernelType::kVector, 4, axpb(dx, dy, 4096, 1.0f, 0.0f), b);
+    d.synchronize();
+  });
+  const auto* copy = find(dev, "memcpy H2D");
+  const auto* k3 = find(dev, "k3");
+  ASSERT_TRUE(copy && k3);
+  // 8 MiB at host_link.bandwidth plus its latency.
+  const auto cfg = tiny();
+  EXPECT_NEAR(copy->end_ns - copy->start_ns, cfg.host_link.latency + (8 << 20) / cfg.host_link.bandwidth * 1e9, 1.0);
+  EXPECT_LT(k3->end_ns, copy->end_ns);  // all four kernels ran while the copy was in flight
+}
+
+TEST(Runtime, HostOverheadsAndLaunchLatenciesAreOnTheTimeline) {
+  const auto cfg = tiny();
+  Device dev(cfg, hw::core::Mode::kTimingOnly);
+  double host_after_launch = 0;
+  dev.run([&](Device& d) {
+    Stream s = d.create_stream();
+    d.launch("empty", KernelType::kVector, 1, [] {}, s);
+    host_after_launch = d.now_ns();
+    d.synchronize();
+  });
+  EXPECT_DOUBLE_EQ(host_after_launch, cfg.host.launch_overhead);
+  const auto* t = find(dev, "empty");
+  ASSERT_TRUE(t);
+  ASSERT_EQ(t->runs.size(), 1u);
+  // The block starts dispatch after the scheduler took the task; its body starts after start-up and init.
+  const double core_start_ns = static_cast<double>(t->runs[0].start) / cfg.clock.core_hz * 1e9;
+  EXPECT_NEAR(core_start_ns, cfg.host.launch_overhead + cfg.launch.dispatch, 1.0);
+  // The empty kernel spends core_startup + kernel_init (scalar time), then completion is reported.
+  EXPECT_NEAR(t->end_ns, core_start_ns + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion, 2.0);
+}
+
+TEST(Runtime, AllocatorErrorsAndUnfinishedWorkAreReported) {
+  Device dev(tiny(), hw::core::Mode::kTimingOnly);
+  EXPECT_THROW(dev.run([&](Device& d) {
+    Stream s = d.create_stream();
+    Event never = d.create_event();
+    d.wait(never, s);  // nobody records it
+    d.synchronize();
+  }),
+               hw::core::KernelError);
+}
+
+}  // namespace
+}  // namespace npusim::stack::runtime
