@@ -248,6 +248,15 @@ void reflect(Visitor& v, ChipConfig& c) {
     v.real("event_overhead", c.host.event_overhead, U::kTime, 1000.0, "host time per event call (assumed)");
   }
   {
+    Group g(v, "driver", "how the host driver learns that tasks completed");
+    v.text("completion", c.driver.completion, std::string("interrupt"),
+           "interrupt: the host wakes interrupt_latency after a completion is written; poll: the host reads the "
+           "completion ring every poll_interval",
+           {"interrupt", "poll"});
+    v.real("interrupt_latency", c.driver.interrupt_latency, U::kTime, 2000.0, "completion to host wake-up (assumed)");
+    v.real("poll_interval", c.driver.poll_interval, U::kTime, 1000.0, "between reads of the completion ring (assumed)");
+  }
+  {
     Group g(v, "sim", "simulation knobs (no hardware meaning)");
     v.integer("chunk_bytes", c.sim.chunk_bytes, U::kBytes, 4096, "granularity of modelled memory traffic");
     v.text("memory_model", c.sim.memory_model, std::string("detailed"),
@@ -434,6 +443,7 @@ std::vector<Problem> check_consistency(const ChipConfig& c) {
   if (c.noc.l2_to_hbm_bytes_per_cycle <= 0) add("noc.l2_to_hbm_bytes_per_cycle", "must be positive");
   if (c.noc.core_outstanding == 0) add("noc.core_outstanding", "must be positive");
   if (c.sdma.engines == 0) add("sdma.engines", "must be positive");
+  if (c.driver.poll_interval <= 0) add("driver.poll_interval", "must be positive");
   if (c.sdma.bandwidth <= 0) add("sdma.bandwidth", "must be positive");
   if (c.host_link.bandwidth <= 0) add("host_link.bandwidth", "must be positive");
   if (c.sim.chunk_bytes == 0 || !pow2(c.sim.chunk_bytes)) add("sim.chunk_bytes", "must be a power of two");

@@ -178,6 +178,12 @@ struct HostParams {
   double event_overhead = 0;
 };
 
+struct DriverParams {
+  std::string completion;        // "interrupt" or "poll"
+  double interrupt_latency = 0;  // ns
+  double poll_interval = 0;      // ns
+};
+
 struct SimParams {
   std::uint64_t chunk_bytes = 0;
   std::string memory_model;  // "detailed" or "simple"
@@ -205,6 +211,7 @@ struct ChipConfig {
   HostLinkParams host_link;
   LaunchParams launch;
   HostParams host;
+  DriverParams driver;
   SimParams sim;
 
   bool split() const { return cores.organisation == "split"; }

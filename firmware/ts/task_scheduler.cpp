@@ -19,8 +19,13 @@ TaskScheduler::TaskScheduler(hw::chip::Chip& chip, const std::vector<KernelEntry
       cq_(TaskRing::create(chip.memory(), cq_base, cq_entries)),
       core_busy_(chip.core_count(), false) {}
 
-void TaskScheduler::add_stream(std::uint64_t sq_base) {
-  streams_.push_back(Stream{TaskRing::attach(chip_.memory(), sq_base)});
+void TaskScheduler::add_stream(std::uint64_t sq_base, int priority) {
+  Stream s{TaskRing::attach(chip_.memory(), sq_base)};
+  s.priority = priority;
+  streams_.push_back(s);
+  order_.push_back(streams_.size() - 1);
+  std::stable_sort(order_.begin(), order_.end(),
+                   [this](std::size_t a, std::size_t b) { return streams_[a].priority > streams_[b].priority; });
 }
 
 void TaskScheduler::finish(std::size_t record, std::uint16_t stream, double at_ns) {
@@ -179,7 +184,7 @@ void TaskScheduler::run(hw::chip::ControlCpu& cpu) {
           ++i;
         }
       }
-      for (std::size_t s = 0; s < streams_.size(); ++s) {
+      for (std::size_t s : order_) {
         Stream& st = streams_[s];
         if (st.waiting_event >= 0) {
           const auto e = static_cast<std::size_t>(st.waiting_event);

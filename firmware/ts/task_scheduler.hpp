@@ -45,8 +45,9 @@ class TaskScheduler {
   TaskScheduler(hw::chip::Chip& chip, const std::vector<KernelEntry>& kernels, std::uint64_t cq_base,
                 std::uint32_t cq_entries);
 
-  // Registers a stream whose submission ring the driver created at `sq_base`.
-  void add_stream(std::uint64_t sq_base);
+  // Registers a stream whose submission ring the driver created at `sq_base`; higher priority streams are served
+  // first when several have a task ready.
+  void add_stream(std::uint64_t sq_base, int priority = 0);
   // The driver's doorbell: new descriptors are in some ring.
   void doorbell() { wakeup_.notify(sc_core::SC_ZERO_TIME); }
   // The firmware's main loop; runs forever on the control CPU (start it with ControlCpu::start).
@@ -63,7 +64,9 @@ class TaskScheduler {
     bool busy = false;           // a task of this stream is in progress
     int waiting_event = -1;      // blocked at an event wait
     std::size_t record = 0;      // index of its task in records_
+    int priority = 0;
   };
+  std::vector<std::size_t> order_;  // stream indices, highest priority first
   struct KernelTask {
     std::size_t record;
     std::uint32_t kernel;

@@ -28,11 +28,12 @@ void Device::host_spends(double ns) {
 std::uint64_t Device::malloc(std::uint64_t bytes) { return allocator_->allocate(bytes); }
 void Device::free(std::uint64_t addr) { allocator_->free(addr); }
 
-Stream Device::create_stream() {
+Stream Device::create_stream(Priority priority) {
   if (sqs_.size() >= kMaxStreams) throw InputError("at most " + std::to_string(kMaxStreams) + " streams");
   const std::uint64_t base = ts_->cq_base() + (sqs_.size() + 1) * fw::ts::TaskRing::footprint(kRingEntries);
   sqs_.push_back(fw::ts::TaskRing::create(chip_->memory(), base, kRingEntries));
-  ts_->add_stream(base);
+  ts_->add_stream(base, static_cast<int>(priority));
+  stream_last_task_.push_back(UINT32_MAX);
   return Stream{static_cast<std::uint16_t>(sqs_.size() - 1)};
 }
 
@@ -40,9 +41,21 @@ Event Device::create_event() { return Event{next_event_++}; }
 
 void Device::drain_completions() {
   while (!cq_->empty()) {
-    cq_->pop();
+    const fw::ts::TaskDescriptor c = cq_->pop();
+    if (c.task_id < task_done_.size()) task_done_[c.task_id] = 1;
     ++completed_;
   }
+}
+
+void Device::wait_for_completion() {
+  if (cfg_.driver.completion == "poll") {
+    // Read the completion ring every poll_interval until something is there.
+    while (cq_->empty()) host_spends(cfg_.driver.poll_interval);
+  } else {
+    sc_core::wait(ts_->completed());
+    host_spends(cfg_.driver.interrupt_latency);
+  }
+  drain_completions();
 }
 
 void Device::submit(fw::ts::TaskDescriptor d, Stream s, double host_cost_ns) {
@@ -50,11 +63,14 @@ void Device::submit(fw::ts::TaskDescriptor d, Stream s, double host_cost_ns) {
   host_spends(host_cost_ns);
   d.stream = s.id;
   d.task_id = next_task_++;
-  // A full ring: the driver waits for completions to make room.
-  while (sqs_[s.id].full()) {
-    sc_core::wait(ts_->completed());
-    drain_completions();
+  task_done_.push_back(0);
+  stream_last_task_[s.id] = d.task_id;
+  if (d.type == fw::ts::TaskType::kEventRecord) {
+    if (event_task_.size() <= d.event) event_task_.resize(d.event + 1, -1);
+    event_task_[d.event] = d.task_id;
   }
+  // A full ring: the driver waits for completions to make room.
+  while (sqs_[s.id].full()) wait_for_completion();
   sqs_[s.id].push(d);
   ts_->doorbell();
 }
@@ -116,10 +132,51 @@ void Device::wait(Event e, Stream s) {
 void Device::synchronize() {
   host_spends(cfg_.host.sync_overhead);
   drain_completions();
-  while (completed_ < next_task_) {
-    sc_core::wait(ts_->completed());
-    drain_completions();
-  }
+  while (completed_ < next_task_) wait_for_completion();
+}
+
+void Device::synchronize(Stream s) {
+  host_spends(cfg_.host.sync_overhead);
+  drain_completions();
+  const std::uint32_t last = s.id < stream_last_task_.size() ? stream_last_task_[s.id] : UINT32_MAX;
+  if (last == UINT32_MAX) return;
+  while (!task_done_[last]) wait_for_completion();
+}
+
+void Device::synchronize(Event e) {
+  host_spends(cfg_.host.sync_overhead);
+  drain_completions();
+  if (e.id >= event_task_.size() || event_task_[e.id] < 0)
+    throw InputError("synchronize on event " + std::to_string(e.id) + ", which was never recorded");
+  while (!task_done_[static_cast<std::size_t>(event_task_[e.id])]) wait_for_completion();
+}
+
+bool Device::query(Event e) {
+  host_spends(cfg_.host.event_overhead);
+  drain_completions();
+  return e.id < event_task_.size() && event_task_[e.id] >= 0 && task_done_[static_cast<std::size_t>(event_task_[e.id])];
+}
+
+double Device::elapsed_ms(Event start, Event end) {
+  drain_completions();
+  auto recorded_at = [&](Event e) {
+    if (e.id >= event_task_.size() || event_task_[e.id] < 0 || !task_done_[static_cast<std::size_t>(event_task_[e.id])])
+      throw InputError("elapsed time: event " + std::to_string(e.id) + " has not completed");
+    for (const auto& r : ts_->records())
+      if (r.task_id == static_cast<std::uint32_t>(event_task_[e.id])) return r.end_ns;
+    return 0.0;
+  };
+  return (recorded_at(end) - recorded_at(start)) / 1e6;
+}
+
+void Device::memcpy(std::uint64_t dst, const void* src, std::uint64_t bytes, Stream s) {
+  memcpy_async(dst, src, bytes, s);
+  synchronize(s);
+}
+
+void Device::memcpy(void* dst, std::uint64_t src, std::uint64_t bytes, Stream s) {
+  memcpy_async(dst, src, bytes, s);
+  synchronize(s);
 }
 
 void Device::run(const std::function<void(Device&)>& host) {

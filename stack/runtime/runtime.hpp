@@ -3,8 +3,8 @@
 // The host program runs on its own simulated thread: every API call costs its configured host time (keys host.*),
 // submissions go into per-stream rings in device memory with a doorbell, and the host overlaps the device.
 //
-// Status (issue 5, in progress): streams, events, kernel launches with waves, async memcpy and synchronize work
-// end to end; stream priorities, interrupts vs polling, traces and the op summary are not done yet.
+// Status (issue 5, in progress): streams (with priority), events, kernel launches with waves, memcpy and
+// synchronize work end to end, completions by interrupt or polling; traces and the op summary are not done yet.
 #pragma once
 
 #include <systemc>
@@ -24,6 +24,8 @@ namespace npusim::stack::runtime {
 struct Stream {
   std::uint16_t id = 0;
 };
+// Stream priority: the scheduler takes ready tasks from higher-priority streams first.
+enum class Priority : std::uint8_t { kNormal = 0, kHigh = 1 };
 struct Event {
   std::uint32_t id = 0;
 };
@@ -39,7 +41,7 @@ class Device {
   // --- The API (call from inside the host program) ----------------------------------------------------------------
   std::uint64_t malloc(std::uint64_t bytes);
   void free(std::uint64_t addr);
-  Stream create_stream();
+  Stream create_stream(Priority priority = Priority::kNormal);
   Event create_event();
   void memcpy_async(std::uint64_t dst, const void* src, std::uint64_t bytes, Stream s);  // host -> device
   void memcpy_async(void* dst, std::uint64_t src, std::uint64_t bytes, Stream s);        // device -> host
@@ -49,6 +51,14 @@ class Device {
   void record(Event e, Stream s);
   void wait(Event e, Stream s);  // the stream waits (the host does not)
   void synchronize();            // the host waits until every submitted task has completed
+  void synchronize(Stream s);    // ... every task submitted to `s` so far
+  void synchronize(Event e);     // ... until `e` was recorded (its record task completed)
+  bool query(Event e);           // recorded yet? (costs host.event_overhead)
+  // Device time between two recorded events, ms (aclrtEventElapsedTime). Throws if either is not recorded.
+  double elapsed_ms(Event start, Event end);
+  // Synchronous copies: submitted on `s`, then the host waits for that stream.
+  void memcpy(std::uint64_t dst, const void* src, std::uint64_t bytes, Stream s);
+  void memcpy(void* dst, std::uint64_t src, std::uint64_t bytes, Stream s);
   double now_ns() const { return sc_core::sc_time_stamp().to_seconds() * 1e9; }
 
   hw::chip::Chip& chip() { return *chip_; }
@@ -59,6 +69,10 @@ class Device {
   void submit(fw::ts::TaskDescriptor d, Stream s, double host_cost_ns);
   void host_spends(double ns);
   void drain_completions();
+  void wait_for_completion();  // one completion notice, by interrupt or by polling (driver.completion)
+  std::vector<std::uint32_t> stream_last_task_;
+  std::vector<std::uint8_t> task_done_;
+  std::vector<std::int64_t> event_task_;  // the record task of each event (-1: not recorded yet)
 
   config::ChipConfig cfg_;
   std::unique_ptr<hw::chip::Chip> chip_;
