@@ -1,5 +1,7 @@
 #include "cli/kernel_command.hpp"
 
+#include <chrono>
+#include <cmath>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -13,6 +15,8 @@
 #include "firmware/kernel/samples/samples.hpp"
 #include "hw/chip/chip.hpp"
 #include "hw/chip/pipe_trace.hpp"
+#include "stack/runtime/pipeline_demo.hpp"
+#include "stack/runtime/timeline.hpp"
 #include "traces/chrome_trace.hpp"
 
 namespace npusim::cli {
@@ -21,6 +25,8 @@ namespace samples = fw::kernel::samples;
 
 std::string describe_kernels() {
   std::ostringstream os;
+  os << "  pipeline_demo: C chunks host -> device -> kernel -> host on S streams, through the runtime\n"
+     << "      -p streams (2)\n      -p chunks (8)\n      -p bytes (1048576): per chunk, a multiple of 1 KiB\n";
   for (const samples::Sample& s : samples::all_samples()) {
     os << "  " << s.name << ": " << s.summary << "\n";
     std::istringstream lines(s.params);
@@ -46,7 +52,85 @@ void write_memory_counters(traces::ChromeTraceWriter& w, const hw::mem::MemorySy
 }
 }  // namespace
 
+namespace {
+// pipeline_demo runs through the runtime (host thread, driver rings, task scheduler, SDMA/host link).
+int run_pipeline_demo(const KernelOptions& opts, const std::map<std::string, std::string>& values) {
+  const config::LoadedConfig loaded = config::load_config(opts.config, opts.sets);
+  samples::Params params(values);
+  stack::runtime::PipelineDemo demo;
+  demo.streams = static_cast<std::uint32_t>(params.integer("streams", 2, 1, 64));
+  demo.chunks = static_cast<std::uint32_t>(params.integer("chunks", 8, 1, 100000));
+  demo.bytes = params.integer("bytes", 1 << 20, 1024, 1ULL << 30);
+  params.reject_unused("pipeline_demo");
+  const hw::core::Mode mode = (opts.check || opts.functional) ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
+  std::unique_ptr<traces::ChromeTraceWriter> writer;
+  std::map<std::uint32_t, hw::chip::PipeTrace*> cores;
+  std::vector<std::unique_ptr<hw::chip::PipeTrace>> tracers;
+  if (!opts.trace.empty()) {
+    try {
+      writer = std::make_unique<traces::ChromeTraceWriter>(opts.trace);
+    } catch (const std::exception& e) {
+      throw InputError(std::string("--trace: ") + e.what());
+    }
+  }
+  stack::runtime::Device dev(loaded.chip, mode, [&](const hw::core::CoreIdentity& id) -> hw::core::TraceSink* {
+    if (!writer) return nullptr;
+    tracers.push_back(std::make_unique<hw::chip::PipeTrace>(*writer, id, loaded.chip.clock.core_hz, static_cast<int>(id.index)));
+    cores[id.index] = tracers.back().get();
+    return tracers.back().get();
+  });
+  const auto t0 = std::chrono::steady_clock::now();
+  dev.run([&](stack::runtime::Device& d) { stack::runtime::run_pipeline_demo(d, demo); });
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  nlohmann::json report = stack::runtime::runtime_report(dev);
+  report["kernel"] = {{"name", "pipeline_demo"}, {"params", values}};
+  report["sim"] = {{"wall_seconds", wall}, {"mode", mode == hw::core::Mode::kFunctional ? "functional" : "timing"}};
+  int status = 0;
+  if (opts.check) {
+    double max_abs = 0;
+    for (std::size_t i = 0; i < demo.input.size(); ++i)
+      max_abs = std::max(max_abs, std::abs(static_cast<double>(demo.output[i]) - (2.0 * demo.input[i] + 1.0)));
+    report["check"] = {{"max_abs_err", max_abs}, {"max_rel_err", max_abs}, {"passed", max_abs == 0.0}};
+    if (max_abs != 0.0) status = 3;
+  }
+  if (writer) {
+    for (auto& t : tracers) t->flush();
+    stack::runtime::write_runtime_trace(*writer, dev, cores);
+    writer->close();
+    report["trace"] = opts.trace;
+  }
+  if (!opts.summary.empty()) {
+    try {
+      stack::runtime::write_op_summary(opts.summary, dev);
+    } catch (const std::exception& e) {
+      throw InputError(std::string("--summary: ") + e.what());
+    }
+    report["summary"] = opts.summary;
+  }
+  if (opts.json) {
+    std::cout << report.dump(2) << "\n";
+  } else {
+    std::cout << std::fixed << std::setprecision(3) << "pipeline_demo on " << loaded.chip.name << ": " << demo.streams
+              << " stream(s), " << demo.chunks << " chunk(s) of " << demo.bytes << " B\n";
+    std::cout << "  device time " << report["time_us"].get<double>() << " us over " << report["tasks"].size() << " tasks\n";
+    if (report.contains("check")) std::cout << "  check       " << (status ? "FAILED" : "passed") << "\n";
+    if (writer) std::cout << "  trace       " << opts.trace << "\n";
+  }
+  return status;
+}
+}  // namespace
+
 int run_kernel_command(const KernelOptions& opts) {
+  if (opts.name == "pipeline_demo") {
+    std::map<std::string, std::string> values;
+    for (const std::string& kv : opts.params) {
+      const auto eq = kv.find('=');
+      if (eq == std::string::npos || eq == 0) throw InputError("-p '" + kv + "': expected key=value");
+      values[kv.substr(0, eq)] = kv.substr(eq + 1);
+    }
+    return run_pipeline_demo(opts, values);
+  }
+  if (!opts.summary.empty()) throw InputError("--summary: only runtime runs (pipeline_demo) write an op summary so far");
   const samples::Sample* sample = samples::find_sample(opts.name);
   if (!sample) {
     std::string names;

@@ -15,6 +15,7 @@ struct KernelOptions {
   bool check = false;       // functional mode + compare with the CPU reference
   bool functional = false;  // functional mode without the comparison
   std::string trace;
+  std::string summary;
 };
 
 // Returns the process exit status: 0, or 3 when --check found a mismatch. Throws InputError for bad input.

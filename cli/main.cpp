@@ -56,6 +56,7 @@ int sc_main(int argc, char** argv) {
   kernel->add_flag("--check", kopts.check, "run in functional mode and compare with the CPU reference (exit 3 on mismatch)");
   kernel->add_flag("--functional", kopts.functional, "compute real values (default: timing-only, same cycles)");
   kernel->add_option("--trace", kopts.trace, "write a Chrome/Perfetto trace to FILE")->type_name("FILE");
+  kernel->add_option("--summary", kopts.summary, "write the op summary CSV to FILE (runtime runs)")->type_name("FILE");
   kernel->footer("Sample kernels:\n" + npusim::cli::describe_kernels());
 
   npusim::cli::MemtraceOptions mopts;

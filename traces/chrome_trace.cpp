@@ -153,8 +153,11 @@ void ChromeTraceWriter::check_nesting(int pid, int tid, std::string_view name, d
     it->second = start_ns;
   }
   std::vector<double>& stack = open_[key];
-  while (!stack.empty() && stack.back() <= start_ns) stack.pop_back();
-  if (!stack.empty() && end_ns > stack.back()) {
+  // Times are converted from integer cycles to ns in floating point: back-to-back slices may differ in the last
+  // bits, so touching within a picosecond counts as touching.
+  constexpr double kSlack = 1e-3;
+  while (!stack.empty() && stack.back() <= start_ns + kSlack) stack.pop_back();
+  if (!stack.empty() && end_ns > stack.back() + kSlack) {
     throw std::logic_error("trace slice '" + std::string(name) + "' on pid " + std::to_string(pid) + " tid " +
                            std::to_string(tid) + " overlaps an enclosing slice without nesting in it");
   }
@@ -164,6 +167,11 @@ void ChromeTraceWriter::check_nesting(int pid, int tid, std::string_view name, d
 void ChromeTraceWriter::slice(int pid, int tid, std::string_view name, double start_ns, double dur_ns,
                               std::string_view category, const Args& args) {
   if (dur_ns < 0 || start_ns < 0) throw std::logic_error("trace slice with negative time: " + std::string(name));
+  // Round start and end to the picosecond the file shows, and write the duration as their difference, so that a
+  // slice ending where the next one starts shows exactly that.
+  const double end_ns = std::round((start_ns + dur_ns) * 1000.0) / 1000.0;
+  start_ns = std::round(start_ns * 1000.0) / 1000.0;
+  dur_ns = end_ns - start_ns;
   check_nesting(pid, tid, name, start_ns, start_ns + dur_ns);
   write_common("X", pid, tid, name, start_ns);
   *out_ << ",\"dur\":";

@@ -18,6 +18,15 @@ class PipeTrace final : public core::TraceSink {
   ~PipeTrace() override;
   void on_instr(isa::Pipe pipe, const isa::Instr& in, std::uint64_t start, std::uint64_t end) override;
   void flush();
+  // The process and a pipe's track (registers the process if the core has not run yet).
+  int pid() {
+    if (pid_ < 0) open();
+    return pid_;
+  }
+  int tid(isa::Pipe p) {
+    if (pid_ < 0) open();
+    return tid_[static_cast<int>(p)];
+  }
 
  private:
   struct Pending {

@@ -166,6 +166,14 @@ void CoreEngine::scalar_busy(std::uint64_t cycles) {
   PipeState& s = pipes_[static_cast<int>(Pipe::kS)];
   ++s.stats.instructions;
   record(s, begin, scalar_time_);
+  if (trace_) {
+    static const isa::Instr kIssue = [] {
+      isa::Instr in;
+      in.op = Op::kScalar;
+      return in;
+    }();
+    trace_->on_instr(Pipe::kS, kIssue, begin, scalar_time_);
+  }
 }
 
 void CoreEngine::record(PipeState& ps, std::uint64_t start, std::uint64_t end) {

@@ -11,8 +11,8 @@ constexpr std::uint32_t kMaxStreams = 64;
 constexpr std::uint64_t kRingRegion = (kMaxStreams + 1) * (fw::ts::kRingHeaderBytes + kRingEntries * fw::ts::kDescriptorBytes);
 }  // namespace
 
-Device::Device(const config::ChipConfig& cfg, hw::core::Mode mode)
-    : cfg_(cfg), chip_(std::make_unique<hw::chip::Chip>(cfg, mode)) {
+Device::Device(const config::ChipConfig& cfg, hw::core::Mode mode, const hw::chip::Chip::TraceFactory& trace)
+    : cfg_(cfg), chip_(std::make_unique<hw::chip::Chip>(cfg, mode, trace)) {
   const std::uint64_t ring_base = (cfg.hbm.capacity - kRingRegion) / 4096 * 4096;
   allocator_ = std::make_unique<DeviceAllocator>(0, ring_base);
   ts_ = std::make_unique<fw::ts::TaskScheduler>(*chip_, kernels_, ring_base, kRingEntries);
@@ -58,9 +58,13 @@ void Device::wait_for_completion() {
   drain_completions();
 }
 
-void Device::submit(fw::ts::TaskDescriptor d, Stream s, double host_cost_ns) {
+void Device::submit(fw::ts::TaskDescriptor d, Stream s, double host_cost_ns, const std::string& api) {
   if (s.id >= sqs_.size()) throw InputError("stream " + std::to_string(s.id) + " does not exist");
+  ApiCall call{api, now_ns(), 0, next_task_};
   host_spends(host_cost_ns);
+  call.end_ns = now_ns();
+  api_.push_back(call);
+  submit_ns_.push_back(now_ns());
   d.stream = s.id;
   d.task_id = next_task_++;
   task_done_.push_back(0);
@@ -82,7 +86,7 @@ void Device::memcpy_async(std::uint64_t dst, const void* src, std::uint64_t byte
   d.src = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(src));
   d.dst = dst;
   d.bytes = bytes;
-  submit(d, s, cfg_.host.memcpy_overhead);
+  submit(d, s, cfg_.host.memcpy_overhead, "memcpyAsync H2D");
 }
 
 void Device::memcpy_async(void* dst, std::uint64_t src, std::uint64_t bytes, Stream s) {
@@ -92,7 +96,7 @@ void Device::memcpy_async(void* dst, std::uint64_t src, std::uint64_t bytes, Str
   d.src = src;
   d.dst = static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(dst));
   d.bytes = bytes;
-  submit(d, s, cfg_.host.memcpy_overhead);
+  submit(d, s, cfg_.host.memcpy_overhead, "memcpyAsync D2H");
 }
 
 void Device::memcpy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, Stream s) {
@@ -102,7 +106,7 @@ void Device::memcpy_d2d_async(std::uint64_t dst, std::uint64_t src, std::uint64_
   d.src = src;
   d.dst = dst;
   d.bytes = bytes;
-  submit(d, s, cfg_.host.memcpy_overhead);
+  submit(d, s, cfg_.host.memcpy_overhead, "memcpyAsync D2D");
 }
 
 void Device::launch(const std::string& name, fw::kernel::KernelType type, std::uint32_t block_dim,
@@ -112,27 +116,29 @@ void Device::launch(const std::string& name, fw::kernel::KernelType type, std::u
   d.type = fw::ts::TaskType::kKernel;
   d.kernel = static_cast<std::uint32_t>(kernels_.size() - 1);
   d.block_dim = block_dim;
-  submit(d, s, cfg_.host.launch_overhead);
+  submit(d, s, cfg_.host.launch_overhead, "launch " + name);
 }
 
 void Device::record(Event e, Stream s) {
   fw::ts::TaskDescriptor d;
   d.type = fw::ts::TaskType::kEventRecord;
   d.event = e.id;
-  submit(d, s, cfg_.host.event_overhead);
+  submit(d, s, cfg_.host.event_overhead, "eventRecord");
 }
 
 void Device::wait(Event e, Stream s) {
   fw::ts::TaskDescriptor d;
   d.type = fw::ts::TaskType::kEventWait;
   d.event = e.id;
-  submit(d, s, cfg_.host.event_overhead);
+  submit(d, s, cfg_.host.event_overhead, "streamWaitEvent");
 }
 
 void Device::synchronize() {
+  const double start = now_ns();
   host_spends(cfg_.host.sync_overhead);
   drain_completions();
   while (completed_ < next_task_) wait_for_completion();
+  api_.push_back(ApiCall{"synchronizeDevice", start, now_ns(), -1});
 }
 
 void Device::synchronize(Stream s) {

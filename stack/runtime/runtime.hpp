@@ -30,9 +30,16 @@ struct Event {
   std::uint32_t id = 0;
 };
 
+// One host API call on the timeline (for the trace's Host process).
+struct ApiCall {
+  std::string name;
+  double start_ns = 0, end_ns = 0;
+  std::int64_t task = -1;  // the task it submitted
+};
+
 class Device {
  public:
-  Device(const config::ChipConfig& cfg, hw::core::Mode mode);
+  Device(const config::ChipConfig& cfg, hw::core::Mode mode, const hw::chip::Chip::TraceFactory& trace = {});
   ~Device();
 
   // Runs `host` as the host program, then simulates until every task is done. One run per process (SystemC).
@@ -63,10 +70,15 @@ class Device {
 
   hw::chip::Chip& chip() { return *chip_; }
   const std::vector<fw::ts::TaskRecord>& tasks() const { return ts_->records(); }
+  const std::vector<ApiCall>& api_calls() const { return api_; }
+  // When the host submitted task `id` (ns).
+  double submitted_ns(std::uint32_t id) const { return id < submit_ns_.size() ? submit_ns_[id] : 0.0; }
   std::uint32_t submitted() const { return next_task_; }
 
  private:
-  void submit(fw::ts::TaskDescriptor d, Stream s, double host_cost_ns);
+  void submit(fw::ts::TaskDescriptor d, Stream s, double host_cost_ns, const std::string& api);
+  std::vector<ApiCall> api_;
+  std::vector<double> submit_ns_;
   void host_spends(double ns);
   void drain_completions();
   void wait_for_completion();  // one completion notice, by interrupt or by polling (driver.completion)

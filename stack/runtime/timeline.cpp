@@ -1,0 +1,149 @@
+#include "stack/runtime/timeline.hpp"
+
+#include <algorithm>
+
+#include "traces/op_summary.hpp"
+#include "traces/overlap.hpp"
+
+namespace npusim::stack::runtime {
+
+namespace {
+
+using hw::isa::Pipe;
+constexpr Pipe kPipes[] = {Pipe::kS, Pipe::kMte1, Pipe::kMte2, Pipe::kMte3, Pipe::kM, Pipe::kV, Pipe::kFix};
+
+std::string type_name(fw::ts::TaskType t) {
+  switch (t) {
+    case fw::ts::TaskType::kKernel: return "kernel";
+    case fw::ts::TaskType::kMemcpy: return "memcpy";
+    case fw::ts::TaskType::kEventRecord: return "event_record";
+    case fw::ts::TaskType::kEventWait: return "event_wait";
+    default: return "other";
+  }
+}
+
+// Busy fraction per pipe over the cores that ran the task, and busy cycles.
+struct PipeUse {
+  double fraction[hw::isa::kPipeCount] = {};
+  std::uint64_t cycles[hw::isa::kPipeCount] = {};
+  std::uint32_t cores = 0;
+  std::uint64_t span = 0;
+};
+PipeUse pipe_use(const fw::ts::TaskRecord& t) {
+  PipeUse u;
+  if (t.runs.empty()) return u;
+  std::uint64_t first = UINT64_MAX, last = 0;
+  std::vector<std::string> cores;
+  for (const auto& r : t.runs) {
+    first = std::min(first, r.start);
+    last = std::max(last, r.end);
+    if (std::find(cores.begin(), cores.end(), r.core) == cores.end()) cores.push_back(r.core);
+    for (int p = 0; p < hw::isa::kPipeCount; ++p) u.cycles[p] += r.pipes[p].busy;
+  }
+  u.cores = static_cast<std::uint32_t>(cores.size());
+  u.span = last - first;
+  for (int p = 0; p < hw::isa::kPipeCount; ++p)
+    u.fraction[p] = u.span ? static_cast<double>(u.cycles[p]) / static_cast<double>(u.span * u.cores) : 0.0;
+  return u;
+}
+
+}  // namespace
+
+void write_runtime_trace(traces::ChromeTraceWriter& w, const Device& dev,
+                         std::map<std::uint32_t, hw::chip::PipeTrace*>& cores) {
+  const int host = w.add_process("Host", -3);
+  const int api = w.add_track(host, "API", 0);
+  const int rt = w.add_process("Runtime/TS", -2);
+  std::map<std::uint16_t, int> stream_track;
+  for (const auto& t : dev.tasks())
+    if (!stream_track.count(t.stream)) stream_track[t.stream] = w.add_track(rt, "stream " + std::to_string(t.stream), t.stream);
+  std::map<std::int64_t, const ApiCall*> by_task;
+  for (const auto& c : dev.api_calls()) {
+    w.slice(host, api, c.name, c.start_ns, c.end_ns - c.start_ns, "api");
+    if (c.task >= 0) by_task[c.task] = &c;
+  }
+  std::vector<const fw::ts::TaskRecord*> tasks;
+  for (const auto& t : dev.tasks()) tasks.push_back(&t);
+  std::sort(tasks.begin(), tasks.end(), [](auto* a, auto* b) { return a->fetched_ns < b->fetched_ns; });
+  const double hz = const_cast<Device&>(dev).chip().config().clock.core_hz;
+  for (const auto* t : tasks) {
+    const double submitted = dev.submitted_ns(t->task_id);
+    w.slice(rt, stream_track[t->stream], t->name, t->fetched_ns, std::max(0.0, t->end_ns - t->fetched_ns), type_name(t->type),
+            {traces::arg("task", static_cast<double>(t->task_id)), traces::arg("queued_us", (t->fetched_ns - submitted) / 1e3),
+             traces::arg("block_dim", static_cast<double>(t->block_dim))});
+    // A flow from the launch call to the kernel's first block, on its core's scalar track.
+    if (t->type == fw::ts::TaskType::kKernel && !t->runs.empty() && by_task.count(t->task_id)) {
+      const auto first = std::min_element(t->runs.begin(), t->runs.end(), [](auto& a, auto& b) { return a.start < b.start; });
+      std::uint32_t index = UINT32_MAX;
+      for (std::size_t c = 0; c < const_cast<Device&>(dev).chip().core_count(); ++c)
+        if (const_cast<Device&>(dev).chip().core(c).identity().name == first->core) index = static_cast<std::uint32_t>(c);
+      if (cores.count(index)) {
+        const ApiCall* call = by_task[t->task_id];
+        hw::chip::PipeTrace* pt = cores[index];
+        w.flow_begin(t->task_id + 1, host, api, "launch", (call->start_ns + call->end_ns) / 2);
+        w.flow_end(t->task_id + 1, pt->pid(), pt->tid(Pipe::kS), "launch", static_cast<double>(first->start) / hz * 1e9 + 0.5e9 / hz);
+      }
+    }
+  }
+}
+
+void write_op_summary(const std::string& path, const Device& dev) {
+  std::vector<traces::CsvColumn> cols = {
+      {"task_id", "", "submission order of the task on the device"},
+      {"stream", "", "stream the task was submitted to"},
+      {"name", "", "kernel name, or the memcpy/event kind"},
+      {"type", "", "kernel, memcpy, event_record or event_wait"},
+      {"start_us", "us", "when the task scheduler took the task (its stream was free)"},
+      {"duration_us", "us", "from start to the completion record"},
+      {"wait_us", "us", "from the host's submission to the start (queueing behind its stream)"},
+      {"block_dim", "", "blocks of a kernel (0 otherwise)"},
+      {"cores", "", "cores that ran the kernel's blocks"}};
+  for (Pipe p : kPipes) {
+    cols.push_back({std::string(hw::isa::pipe_metric_name(p)) + "_ratio", "",
+                    "busy cycles of the pipe over the kernel's core span times its cores"});
+    cols.push_back({std::string(hw::isa::pipe_metric_name(p)) + "_cycles", "cycles", "busy cycles of the pipe, summed over cores"});
+  }
+  traces::CsvWriter csv(path, cols);
+  for (const auto& t : dev.tasks()) {
+    const PipeUse u = pipe_use(t);
+    std::vector<std::string> row = {traces::csv_number(t.task_id), traces::csv_number(t.stream), t.name, type_name(t.type),
+                                    traces::csv_number(t.fetched_ns / 1e3), traces::csv_number((t.end_ns - t.fetched_ns) / 1e3),
+                                    traces::csv_number((t.fetched_ns - dev.submitted_ns(t.task_id)) / 1e3),
+                                    traces::csv_number(t.block_dim), traces::csv_number(u.cores)};
+    for (int p = 0; p < hw::isa::kPipeCount; ++p) {
+      row.push_back(traces::csv_number(u.fraction[static_cast<int>(kPipes[p])]));
+      row.push_back(traces::csv_number(static_cast<double>(u.cycles[static_cast<int>(kPipes[p])])));
+    }
+    csv.row(row);
+  }
+  csv.flush();
+}
+
+nlohmann::json runtime_report(const Device& dev) {
+  Device& d = const_cast<Device&>(dev);
+  const double hz = d.chip().config().clock.core_hz;
+  double first = 1e300, last = 0;
+  nlohmann::json tasks = nlohmann::json::array();
+  for (const auto& t : dev.tasks()) {
+    first = std::min(first, t.fetched_ns);
+    last = std::max(last, t.end_ns);
+    const PipeUse u = pipe_use(t);
+    nlohmann::json pipes = nlohmann::json::object();
+    for (Pipe p : kPipes) pipes[std::string(hw::isa::pipe_metric_name(p))] = u.fraction[static_cast<int>(p)];
+    tasks.push_back({{"name", t.name}, {"op", t.name}, {"type", type_name(t.type)}, {"stream", t.stream},
+                     {"block_dim", t.block_dim}, {"start_us", t.fetched_ns / 1e3}, {"dur_us", (t.end_ns - t.fetched_ns) / 1e3},
+                     {"cycles", static_cast<std::uint64_t>((t.end_ns - t.fetched_ns) * 1e-9 * hz)},
+                     {"wait_us", (t.fetched_ns - dev.submitted_ns(t.task_id)) / 1e3}, {"waves", t.waves},
+                     {"pipes", pipes}});
+  }
+  nlohmann::json j;
+  j["config"] = d.chip().config().name;
+  j["cycles"] = static_cast<std::uint64_t>(std::max(0.0, last - first) * 1e-9 * hz);
+  j["time_us"] = std::max(0.0, last - first) / 1e3;
+  j["tasks"] = tasks;
+  j["host"] = {{"api_calls", dev.api_calls().size()},
+               {"end_us", dev.api_calls().empty() ? 0.0 : dev.api_calls().back().end_ns / 1e3}};
+  return j;
+}
+
+}  // namespace npusim::stack::runtime
