@@ -1,6 +1,8 @@
 #include "cli/kernel_command.hpp"
 
 #include <chrono>
+#include <cstring>
+#include <set>
 #include <cmath>
 #include <iomanip>
 #include <iostream>
@@ -130,7 +132,6 @@ int run_kernel_command(const KernelOptions& opts) {
     }
     return run_pipeline_demo(opts, values);
   }
-  if (!opts.summary.empty()) throw InputError("--summary: only runtime runs (pipeline_demo) write an op summary so far");
   const samples::Sample* sample = samples::find_sample(opts.name);
   if (!sample) {
     std::string names;
@@ -149,6 +150,7 @@ int run_kernel_command(const KernelOptions& opts) {
 
   std::unique_ptr<traces::ChromeTraceWriter> writer;
   std::vector<std::unique_ptr<hw::chip::PipeTrace>> tracers;
+  std::map<std::uint32_t, hw::chip::PipeTrace*> core_tracers;
   if (!opts.trace.empty()) {
     try {
       writer = std::make_unique<traces::ChromeTraceWriter>(opts.trace);
@@ -156,39 +158,105 @@ int run_kernel_command(const KernelOptions& opts) {
       throw InputError(std::string("--trace: ") + e.what());
     }
   }
-  hw::chip::Chip chip(loaded.chip, mode, [&](const hw::core::CoreIdentity& id) -> hw::core::TraceSink* {
+  stack::runtime::Device dev(loaded.chip, mode, [&](const hw::core::CoreIdentity& id) -> hw::core::TraceSink* {
     if (!writer) return nullptr;
     tracers.push_back(std::make_unique<hw::chip::PipeTrace>(*writer, id, loaded.chip.clock.core_hz,
                                                              static_cast<int>(id.index)));
+    core_tracers[id.index] = tracers.back().get();
     return tracers.back().get();
   });
+  hw::chip::Chip& chip = dev.chip();
 
   samples::Params params(values);
   samples::SampleRun run = sample->prepare(params, chip);
   params.reject_unused(opts.name);
 
-  const fw::kernel::LaunchResult result = fw::kernel::launch(chip, run.spec);
-  nlohmann::json report = fw::kernel::launch_report(result, chip, run.spec.name);
-  nlohmann::json kernel = {{"name", opts.name}, {"params", values}};
+  // Through the runtime: the inputs are copied in, the kernel launched, the outputs copied back.
+  std::map<std::uint64_t, std::vector<std::uint8_t>> outputs;
+  const auto t0 = std::chrono::steady_clock::now();
+  dev.run([&](stack::runtime::Device& d) {
+    // The sample placed its buffers at the bottom of device memory: the first allocation is exactly there.
+    const std::uint64_t base = d.malloc(std::max<std::uint64_t>(run.gm_bytes, 1));
+    if (base != 0) throw std::logic_error("sample buffers are not at the bottom of device memory");
+    const stack::runtime::Stream s = d.create_stream();
+    for (const samples::HostBuffer& in : run.inputs)
+      d.memcpy_async(in.addr, in.data.empty() ? nullptr : in.data.data(), in.bytes, s);
+    d.launch(run.spec.name, run.spec.type, run.spec.block_dim, run.spec.body, s);
+    for (const auto& [addr, bytes] : run.outputs) {
+      auto& host = outputs[addr];
+      if (mode == hw::core::Mode::kFunctional) host.resize(bytes);
+      d.memcpy_async(host.empty() ? nullptr : host.data(), addr, bytes, s);
+    }
+    d.synchronize();
+  });
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  // The kernel task's blocks give the per-pipe figures; the device tasks the timeline.
+  fw::kernel::LaunchResult result;
+  for (const auto& t : dev.tasks()) {
+    if (t.type != fw::ts::TaskType::kKernel) continue;
+    result.runs = t.runs;
+  }
+  result.start = UINT64_MAX;
+  std::set<std::string> used;
+  for (const auto& r : result.runs) {
+    result.start = std::min(result.start, r.start);
+    result.end = std::max(result.end, r.end);
+    result.instructions += r.instructions;
+    used.insert(r.core);
+  }
+  if (result.runs.empty()) result.start = 0;
+  result.cores_used = static_cast<std::uint32_t>(used.size());
+  result.wall_seconds = wall;
+  const nlohmann::json kernel_view = fw::kernel::launch_report(result, chip, run.spec.name);
+  nlohmann::json report = stack::runtime::runtime_report(dev);
+  report["overlap"] = kernel_view["overlap"];
+  report["memory"] = kernel_view["memory"];
+  report["sim"] = kernel_view["sim"];
+  for (auto& t : report["tasks"]) {
+    if (t["type"] == "kernel") {
+      t["pipes"] = kernel_view["tasks"][0]["pipes"];
+      t["cores"] = result.cores_used;
+    }
+  }
+  const double kernel_cycles = kernel_view["cycles"].get<double>();
+  nlohmann::json kernel = {{"name", opts.name}, {"params", values}, {"cycles", kernel_view["cycles"]},
+                           {"time_us", kernel_view["time_us"]}, {"cores", result.cores_used}};
   for (const auto& [k, v] : run.facts) kernel[k] = v;
-  if (run.facts.count("ideal_cycles") && report["cycles"].get<double>() > 0)
-    kernel["efficiency"] = run.facts.at("ideal_cycles") / report["cycles"].get<double>();
-  if (run.facts.count("macs") && report["cycles"].get<double>() > 0)
-    kernel["macs_per_cycle"] = run.facts.at("macs") / report["cycles"].get<double>();
+  if (run.facts.count("ideal_cycles") && kernel_cycles > 0) kernel["efficiency"] = run.facts.at("ideal_cycles") / kernel_cycles;
+  if (run.facts.count("macs") && kernel_cycles > 0) kernel["macs_per_cycle"] = run.facts.at("macs") / kernel_cycles;
   report["kernel"] = kernel;
 
   int status = 0;
   if (opts.check) {
     if (!run.check) throw InputError("kernel " + opts.name + " has no CPU reference to check against");
-    const samples::CheckResult c = run.check(chip);
+    const samples::MemoryReader read = [&](std::uint64_t addr, void* out, std::uint64_t bytes) {
+      for (const auto& [base, data] : outputs) {
+        if (addr >= base && addr + bytes <= base + data.size()) {
+          std::memcpy(out, data.data() + (addr - base), bytes);
+          return;
+        }
+      }
+      throw std::logic_error("check reads device memory that was not copied back");
+    };
+    const samples::CheckResult c = run.check(read);
     report["check"] = {{"max_abs_err", c.max_abs_err}, {"max_rel_err", c.max_rel_err}, {"passed", c.passed}};
     if (!c.passed) status = 3;
   }
   if (writer) {
     for (auto& t : tracers) t->flush();
+    stack::runtime::write_runtime_trace(*writer, dev, core_tracers);
     if (const hw::mem::MemorySystem* ms = chip.memory_system()) write_memory_counters(*writer, *ms, loaded.chip);
     writer->close();
     report["trace"] = opts.trace;
+  }
+  if (!opts.summary.empty()) {
+    try {
+      stack::runtime::write_op_summary(opts.summary, dev);
+    } catch (const std::exception& e) {
+      throw InputError(std::string("--summary: ") + e.what());
+    }
+    report["summary"] = opts.summary;
   }
 
   if (opts.json) {
@@ -197,11 +265,13 @@ int run_kernel_command(const KernelOptions& opts) {
     std::cout << std::fixed << std::setprecision(3);
     std::cout << "kernel " << opts.name << " on " << loaded.chip.name << " ("
               << (mode == hw::core::Mode::kFunctional ? "functional" : "timing-only") << ")\n";
-    std::cout << "  cycles      " << report["cycles"].get<std::uint64_t>() << "\n";
-    std::cout << "  time        " << report["time_us"].get<double>() << " us\n";
+    std::cout << "  kernel      " << kernel["cycles"].get<std::uint64_t>() << " cycles, " << kernel["time_us"].get<double>()
+              << " us on " << result.cores_used << " core(s)\n";
+    std::cout << "  device      " << report["time_us"].get<double>() << " us for " << report["tasks"].size()
+              << " tasks (copies in and out, launch)\n";
     if (kernel.contains("efficiency")) std::cout << "  efficiency  " << kernel["efficiency"].get<double>() << " of peak\n";
     std::cout << "  pipes busy ";
-    for (auto& [k, v] : report["tasks"][0]["pipes"].items()) std::cout << " " << k << "=" << v.get<double>();
+    for (auto& [k, v] : kernel_view["tasks"][0]["pipes"].items()) std::cout << " " << k << "=" << v.get<double>();
     std::cout << "\n  overlap    ";
     for (auto& [k, v] : report["overlap"].items()) std::cout << " " << k << "=" << v.get<double>();
     std::cout << "\n";

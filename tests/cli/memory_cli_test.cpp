@@ -29,7 +29,7 @@ TEST(MemoryCli, AllVectorCoresStreamingReachTheHbmLimit) {
   const double bw = j["memory"]["hbm_avg_GBps"].get<double>();
   EXPECT_GE(bw, 0.85 * kPeak910b);
   EXPECT_LE(bw, 1.0 * kPeak910b);
-  EXPECT_EQ(j["tasks"][0]["cores"], 48);
+  EXPECT_EQ(j["kernel"]["cores"], 48);
   // One core is limited by its own read port (noc.core_read_bytes_per_cycle = 110 B/cycle at 1.8 GHz = 198 GB/s).
   const auto one = json_of("kernel hbm_stream -p cores=1 -p bytes=33554432 -p access=65536");
   const double port = 110 * 1.8;
@@ -38,8 +38,9 @@ TEST(MemoryCli, AllVectorCoresStreamingReachTheHbmLimit) {
 }
 
 TEST(MemoryCli, DoublingThePinRateSpeedsTheStreamUp) {
-  const double base = json_of("kernel hbm_stream -p bytes=134217728")["cycles"].get<double>();
-  const double fast = json_of("kernel hbm_stream -p bytes=134217728 --set hbm.pin_rate=6.4Gbps")["cycles"].get<double>();
+  const double base = json_of("kernel hbm_stream -p bytes=134217728")["kernel"]["cycles"].get<double>();
+  const double fast =
+      json_of("kernel hbm_stream -p bytes=134217728 --set hbm.pin_rate=6.4Gbps")["kernel"]["cycles"].get<double>();
   EXPECT_GE(base / fast, 1.8);
   EXPECT_LE(base / fast, 2.0);
 }

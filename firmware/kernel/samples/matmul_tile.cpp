@@ -94,17 +94,20 @@ Sample matmul_tile_sample() {
           hb.resize(static_cast<std::size_t>(K) * N);
           for (auto& v : ha) v = hw::isa::to_half(d(rng));
           for (auto& v : hb) v = hw::isa::to_half(d(rng));
-          chip.memory().write(a, ha.data(), ha.size() * 2);
-          chip.memory().write(b, hb.data(), hb.size() * 2);
         }
+        const bool functional = chip.mode() == hw::core::Mode::kFunctional;
         SampleRun run;
+        run.gm_bytes = arena.used();
+        add_input(run, a, functional ? ha.data() : nullptr, 2ULL * M * K);
+        add_input(run, b, functional ? hb.data() : nullptr, 2ULL * K * N);
+        run.outputs.push_back({c, 2ULL * M * N});
         run.spec.name = "matmul_tile";
         run.spec.type = KernelType::kCube;
         run.spec.block_dim = 1;
         run.spec.body = [=] { matmul_kernel(a, b, c, M, N, K, kt, buffers); };
-        run.check = [=](hw::chip::Chip& ch) {
+        run.check = [=](const MemoryReader& read) {
           std::vector<half> out(static_cast<std::size_t>(M) * N);
-          ch.memory().read(c, out.data(), out.size() * 2);
+          read(c, out.data(), out.size() * 2);
           CheckResult r;
           r.passed = true;
           // Reference: exact products and sums in double, from the same fp16 inputs.

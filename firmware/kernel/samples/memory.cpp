@@ -71,6 +71,7 @@ Sample hbm_stream_sample() {
             }
           }
         };
+        run.gm_bytes = 2 * region;
         run.facts["bytes_moved"] = static_cast<double>(region);
         run.facts["peak_hbm_GBps"] = chip.config().hbm.peak_bytes_per_second() / 1e9;
         return run;
@@ -107,6 +108,7 @@ Sample l2_stream_sample() {
             }
           }
         };
+        run.gm_bytes = per_core * cores;
         run.facts["working_set_bytes"] = static_cast<double>(per_core * cores);
         run.facts["l2_bytes"] = static_cast<double>(chip.config().l2.capacity);
         return run;
@@ -170,6 +172,7 @@ Sample latency_probe_sample() {
             WaitFlag<HardEvent::MTE2_S>(0);
           }
         };
+        run.gm_bytes = addrs.empty() ? 0 : addrs.back() + bytes;
         run.facts["reads"] = static_cast<double>(addrs.size());
         return run;
       }};

@@ -57,6 +57,14 @@ void Params::reject_unused(const std::string& kernel) const {
   }
 }
 
+void add_input(SampleRun& run, std::uint64_t addr, const void* data, std::uint64_t bytes) {
+  HostBuffer b;
+  b.addr = addr;
+  b.bytes = bytes;
+  if (data) b.data.assign(static_cast<const std::uint8_t*>(data), static_cast<const std::uint8_t*>(data) + bytes);
+  run.inputs.push_back(std::move(b));
+}
+
 const std::vector<Sample>& all_samples() {
   static const std::vector<Sample> samples{vector_add_sample(),  vector_peak_sample(), cube_peak_sample(),
                                            matmul_tile_sample(), hbm_stream_sample(),  l2_stream_sample(),

@@ -36,12 +36,30 @@ struct CheckResult {
   bool passed = false;
 };
 
-// A prepared run: the launch, plus what to check afterwards.
+// Reads device memory as the host sees it after the outputs were copied back.
+using MemoryReader = std::function<void(std::uint64_t addr, void* out, std::uint64_t bytes)>;
+
+// Input data the host copies to the device before the launch (`data` is empty in timing-only mode: only the copy's
+// time matters then).
+struct HostBuffer {
+  std::uint64_t addr = 0;
+  std::uint64_t bytes = 0;
+  std::vector<std::uint8_t> data;
+};
+
+// A prepared run: the launch, its inputs and outputs in device memory (at addresses from a GmArena, so the first
+// gm_bytes of device memory), plus what to check afterwards.
 struct SampleRun {
   LaunchSpec spec;
-  std::function<CheckResult(hw::chip::Chip&)> check;  // valid in functional mode
-  std::map<std::string, double> facts;                // e.g. expected peak, bytes moved (reported under "kernel")
+  std::uint64_t gm_bytes = 0;
+  std::vector<HostBuffer> inputs;
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> outputs;  // (addr, bytes) copied back after the kernel
+  std::function<CheckResult(const MemoryReader&)> check;         // valid in functional mode
+  std::map<std::string, double> facts;  // e.g. expected peak, bytes moved (reported under "kernel")
 };
+
+// Adds an input buffer; `data` may be null (timing-only).
+void add_input(SampleRun& run, std::uint64_t addr, const void* data, std::uint64_t bytes);
 
 struct Sample {
   std::string name;
@@ -61,6 +79,7 @@ class GmArena {
     next_ += (bytes + 511) / 512 * 512;
     return a;
   }
+  std::uint64_t used() const { return next_; }
 
  private:
   std::uint64_t next_ = 0;

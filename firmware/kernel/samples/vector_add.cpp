@@ -84,7 +84,8 @@ SampleRun prepare_typed(hw::chip::Chip& chip, std::uint64_t n, std::uint64_t til
   GmArena arena;
   const std::uint64_t x = arena.alloc(n * sizeof(T)), y = arena.alloc(n * sizeof(T)), z = arena.alloc(n * sizeof(T));
   std::vector<T> hx, hy;
-  if (chip.mode() == hw::core::Mode::kFunctional) {
+  const bool functional = chip.mode() == hw::core::Mode::kFunctional;
+  if (functional) {
     std::mt19937_64 rng(42);
     hx.resize(n);
     hy.resize(n);
@@ -92,17 +93,19 @@ SampleRun prepare_typed(hw::chip::Chip& chip, std::uint64_t n, std::uint64_t til
       hx[i] = random_value<T>(rng);
       hy[i] = random_value<T>(rng);
     }
-    chip.memory().write(x, hx.data(), n * sizeof(T));
-    chip.memory().write(y, hy.data(), n * sizeof(T));
   }
   SampleRun run;
+  run.gm_bytes = arena.used();
+  add_input(run, x, functional ? hx.data() : nullptr, n * sizeof(T));
+  add_input(run, y, functional ? hy.data() : nullptr, n * sizeof(T));
+  run.outputs.push_back({z, n * sizeof(T)});
   run.spec.name = "vector_add";
   run.spec.type = KernelType::kVector;
   run.spec.block_dim = blocks;
   run.spec.body = [=] { add_kernel<T>(x, y, z, n, tile, buffer_num); };
-  run.check = [=](hw::chip::Chip& c) {
+  run.check = [=](const MemoryReader& read) {
     std::vector<T> out(n);
-    c.memory().read(z, out.data(), n * sizeof(T));
+    read(z, out.data(), n * sizeof(T));
     CheckResult r;
     r.passed = true;
     for (std::uint64_t i = 0; i < n; ++i) {
