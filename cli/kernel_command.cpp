@@ -64,6 +64,7 @@ int run_pipeline_demo(const KernelOptions& opts, const std::map<std::string, std
   demo.chunks = static_cast<std::uint32_t>(params.integer("chunks", 8, 1, 100000));
   demo.bytes = params.integer("bytes", 1 << 20, 1024, 1ULL << 30);
   params.reject_unused("pipeline_demo");
+  stack::runtime::validate(demo);
   const hw::core::Mode mode = (opts.check || opts.functional) ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
   std::unique_ptr<traces::ChromeTraceWriter> writer;
   std::map<std::uint32_t, hw::chip::PipeTrace*> cores;

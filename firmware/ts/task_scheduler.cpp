@@ -51,6 +51,7 @@ void TaskScheduler::start_task(std::size_t s, const TaskDescriptor& d) {
   records_.push_back(r);
   const std::size_t rec = records_.size() - 1;
   st.busy = true;
+  st.record = rec;
   switch (d.type) {
     case TaskType::kKernel: {
       if (d.kernel >= kernels_.size()) throw InputError("task " + std::to_string(d.task_id) + ": unknown kernel " + std::to_string(d.kernel));
@@ -165,6 +166,21 @@ void TaskScheduler::complete_copy(std::size_t record) {
     copies_.erase(it);
     return;
   }
+}
+
+std::string TaskScheduler::describe_stuck() const {
+  std::string out;
+  for (std::size_t s = 0; s < streams_.size(); ++s) {
+    const Stream& st = streams_[s];
+    if (st.waiting_event >= 0) {
+      out += (out.empty() ? "" : "; ") + std::string("stream ") + std::to_string(s) + " waits for event " +
+             std::to_string(st.waiting_event) + ", which is never recorded";
+    } else if (st.busy) {
+      out += (out.empty() ? "" : "; ") + std::string("stream ") + std::to_string(s) + " is stuck in task " +
+             std::to_string(records_[st.record].task_id);
+    }
+  }
+  return out;
 }
 
 void TaskScheduler::run(hw::chip::ControlCpu& cpu) {

@@ -56,6 +56,8 @@ class TaskScheduler {
   // Notified when a completion descriptor was written.
   const sc_core::sc_event& completed() const { return completed_; }
   const std::vector<TaskRecord>& records() const { return records_; }
+  // What keeps unfinished streams from finishing (for the error when the device stops early).
+  std::string describe_stuck() const;
   std::uint64_t cq_base() const { return cq_base_; }
 
  private:

@@ -40,9 +40,13 @@ std::function<void()> twice_plus_one(std::uint64_t x, std::uint64_t y, std::uint
 }
 }  // namespace
 
-void run_pipeline_demo(Device& dev, PipelineDemo& demo) {
+void validate(const PipelineDemo& demo) {
   if (demo.streams == 0 || demo.chunks == 0) throw InputError("pipeline_demo: streams and chunks must be at least 1");
   if (demo.bytes == 0 || demo.bytes % 1024 != 0) throw InputError("pipeline_demo: bytes must be a positive multiple of 1 KiB");
+}
+
+void run_pipeline_demo(Device& dev, PipelineDemo& demo) {
+  validate(demo);
   const std::uint64_t n = demo.bytes / 4, total = n * demo.chunks;
   if (demo.input.empty()) {
     demo.input.resize(total);

@@ -17,6 +17,8 @@ struct PipelineDemo {
   std::vector<float> input, output;  // host buffers, chunks x bytes / 4 floats
 };
 
+// Throws InputError for parameters the demo cannot run (check before the simulation starts).
+void validate(const PipelineDemo& demo);
 // The host program. Fills `demo.input` (when empty) and leaves the results in `demo.output`.
 void run_pipeline_demo(Device& dev, PipelineDemo& demo);
 

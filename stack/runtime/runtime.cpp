@@ -34,7 +34,14 @@ Stream Device::create_stream(Priority priority) {
   sqs_.push_back(fw::ts::TaskRing::create(chip_->memory(), base, kRingEntries));
   ts_->add_stream(base, static_cast<int>(priority));
   stream_last_task_.push_back(UINT32_MAX);
+  stream_destroyed_.push_back(false);
   return Stream{static_cast<std::uint16_t>(sqs_.size() - 1)};
+}
+
+void Device::destroy_stream(Stream s) {
+  if (s.id >= sqs_.size() || stream_destroyed_[s.id]) throw InputError("destroy of stream " + std::to_string(s.id) + ", which does not exist");
+  synchronize(s);
+  stream_destroyed_[s.id] = true;
 }
 
 Event Device::create_event() { return Event{next_event_++}; }
@@ -59,7 +66,8 @@ void Device::wait_for_completion() {
 }
 
 void Device::submit(fw::ts::TaskDescriptor d, Stream s, double host_cost_ns, const std::string& api) {
-  if (s.id >= sqs_.size()) throw InputError("stream " + std::to_string(s.id) + " does not exist");
+  if (s.id >= sqs_.size()) throw InputError(api + ": stream " + std::to_string(s.id) + " does not exist");
+  if (stream_destroyed_[s.id]) throw InputError(api + ": stream " + std::to_string(s.id) + " was destroyed");
   ApiCall call{api, now_ns(), 0, next_task_};
   host_spends(host_cost_ns);
   call.end_ns = now_ns();
@@ -205,8 +213,9 @@ void Device::run(const std::function<void(Device&)>& host) {
   for (std::size_t c = 0; c < chip_->core_count(); ++c)
     if (chip_->core(c).error()) std::rethrow_exception(chip_->core(c).error());
   if (completed_ < next_task_) {
+    const std::string why = ts_->describe_stuck();
     throw hw::core::KernelError("the device stopped with " + std::to_string(next_task_ - completed_) +
-                                " task(s) unfinished (a kernel deadlocked or an event is never recorded)");
+                                " task(s) unfinished" + (why.empty() ? std::string() : ": " + why));
   }
 }
 

@@ -49,6 +49,8 @@ class Device {
   std::uint64_t malloc(std::uint64_t bytes);
   void free(std::uint64_t addr);
   Stream create_stream(Priority priority = Priority::kNormal);
+  // Waits for the stream's tasks, then retires it: later submissions to it are errors.
+  void destroy_stream(Stream s);
   Event create_event();
   void memcpy_async(std::uint64_t dst, const void* src, std::uint64_t bytes, Stream s);  // host -> device
   void memcpy_async(void* dst, std::uint64_t src, std::uint64_t bytes, Stream s);        // device -> host
@@ -83,6 +85,7 @@ class Device {
   void drain_completions();
   void wait_for_completion();  // one completion notice, by interrupt or by polling (driver.completion)
   std::vector<std::uint32_t> stream_last_task_;
+  std::vector<bool> stream_destroyed_;
   std::vector<std::uint8_t> task_done_;
   std::vector<std::int64_t> event_task_;  // the record task of each event (-1: not recorded yet)
 

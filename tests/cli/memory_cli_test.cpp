@@ -145,6 +145,10 @@ TEST(MemoryCli, SampleTracesReplayAndBadTracesAreClearErrors) {
     EXPECT_EQ(r.status, 0) << t << r.err;
     EXPECT_NE(r.out.find("GB/s"), std::string::npos);
   }
+  // HBM2 legacy channels (910: one 128-bit channel per stack channel, 64 B bursts) replay too.
+  const auto legacy = json_of(std::string("memtrace ") + NPUSIM_SOURCE_DIR + "/traces/samples/seq_read_64B.trace --config 910 --no-l2");
+  EXPECT_GT(legacy["memory"]["hbm_avg_GBps"].get<double>(), 0.5 * legacy["memory"]["hbm_peak_GBps"].get<double>());
+  EXPECT_GE(legacy["memory"]["row_hit_rate"].get<double>(), 0.9);
   const std::string bad = npusim_test::write_file("bad.trace", "0x40 READ 0\n0x80 FETCH 4\n");
   Result r = run("memtrace " + bad);
   EXPECT_EQ(r.status, 1);

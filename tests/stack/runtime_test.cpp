@@ -3,9 +3,11 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <set>
 #include <vector>
 
 #include "common/config/loader.hpp"
+#include "common/util/error.hpp"
 #include "firmware/kernel/kernel_api.hpp"
 #include "stack/runtime/runtime.hpp"
 
@@ -134,15 +136,95 @@ TEST(Runtime, HostOverheadsAndLaunchLatenciesAreOnTheTimeline) {
   EXPECT_NEAR(t->end_ns, core_start_ns + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion, 2.0);
 }
 
-TEST(Runtime, AllocatorErrorsAndUnfinishedWorkAreReported) {
+TEST(Runtime, WaitingOnAnUnrecordedEventIsAClearError) {
   Device dev(tiny(), hw::core::Mode::kTimingOnly);
-  EXPECT_THROW(dev.run([&](Device& d) {
+  try {
+    dev.run([&](Device& d) {
+      d.create_stream();
+      Stream s = d.create_stream();
+      Event never = d.create_event();
+      d.wait(never, s);  // nobody records it
+      d.synchronize();
+    });
+    FAIL();
+  } catch (const hw::core::KernelError& e) {
+    EXPECT_NE(std::string(e.what()).find("stream 1 waits for event 0, which is never recorded"), std::string::npos)
+        << e.what();
+  }
+}
+
+TEST(Runtime, MemoryAndStreamMisuseAreClearErrors) {
+  Device dev(tiny(), hw::core::Mode::kTimingOnly);
+  std::vector<std::string> errors;
+  auto expect_error = [&](const std::function<void()>& f) {
+    try {
+      f();
+      errors.push_back("(no error)");
+    } catch (const InputError& e) {
+      errors.push_back(e.what());
+    }
+  };
+  dev.run([&](Device& d) {
+    expect_error([&] { d.malloc(2ULL << 30); });  // tiny has 1 GiB
+    const std::uint64_t p = d.malloc(4096);
+    d.free(p);
+    expect_error([&] { d.free(p); });
     Stream s = d.create_stream();
-    Event never = d.create_event();
-    d.wait(never, s);  // nobody records it
+    d.destroy_stream(s);
+    expect_error([&] { d.launch("late", KernelType::kVector, 1, [] {}, s); });
+  });
+  ASSERT_EQ(errors.size(), 3u);
+  EXPECT_NE(errors[0].find("out of device memory: cannot allocate 2147483648 B"), std::string::npos) << errors[0];
+  EXPECT_NE(errors[1].find("not a live allocation (double free"), std::string::npos) << errors[1];
+  EXPECT_NE(errors[2].find("launch late: stream 0 was destroyed"), std::string::npos) << errors[2];
+}
+
+TEST(Runtime, HundredTinyLaunchesCostAHundredLaunchPaths) {
+  // Host-bound: each launch call costs host.launch_overhead; the device path (dispatch, start-up, init,
+  // completion, 1.7 us) hides under it.
+  const auto cfg = tiny();
+  Device dev(cfg, hw::core::Mode::kTimingOnly);
+  double end = 0;
+  dev.run([&](Device& d) {
+    Stream s = d.create_stream();
+    for (int i = 0; i < 100; ++i) d.launch("tiny", KernelType::kVector, 1, [] {}, s);
     d.synchronize();
-  }),
-               hw::core::KernelError);
+    end = d.now_ns();
+  });
+  const double device_path = cfg.launch.dispatch + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion;
+  const double last_done = dev.tasks().back().end_ns;
+  EXPECT_NEAR(last_done, 100 * cfg.host.launch_overhead + device_path, 0.02 * 100 * cfg.host.launch_overhead);
+  EXPECT_GT(end, last_done);
+}
+
+TEST(Runtime, WithoutHostOverheadTinyLaunchesCostTheDevicePath) {
+  const auto cfg = config::load_config("tiny", {"host.launch_overhead=0ns"}).chip;
+  Device dev(cfg, hw::core::Mode::kTimingOnly);
+  dev.run([&](Device& d) {
+    Stream s = d.create_stream();
+    for (int i = 0; i < 100; ++i) d.launch("tiny", KernelType::kVector, 1, [] {}, s);
+    d.synchronize();
+  });
+  // In one stream each launch waits for the previous completion: 100 x (dispatch + start-up + init + completion).
+  const double device_path = cfg.launch.dispatch + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion;
+  EXPECT_NEAR(dev.tasks().back().end_ns, 100 * device_path, 0.05 * 100 * device_path);
+}
+
+TEST(Runtime, MixedKernelsTakeCubeVectorGroupsAndVectorKernelsAllVectorCores) {
+  const auto cfg = tiny();  // 2 AIC + 4 AIV
+  Device dev(cfg, hw::core::Mode::kTimingOnly);
+  dev.run([&](Device& d) {
+    Stream s = d.create_stream();
+    d.launch("mix", KernelType::kMix, 2, [] {}, s);
+    d.launch("vec", KernelType::kVector, 4, [] {}, s);
+    d.synchronize();
+  });
+  std::set<std::string> mix, vec;
+  for (const auto& t : dev.tasks()) {
+    for (const auto& r : t.runs) (t.name == "mix" ? mix : vec).insert(r.core + "/" + std::to_string(r.block));
+  }
+  EXPECT_EQ(mix, (std::set<std::string>{"aic0/0", "aiv0/0", "aiv1/0", "aic1/1", "aiv2/1", "aiv3/1"}));
+  EXPECT_EQ(vec, (std::set<std::string>{"aiv0/0", "aiv1/1", "aiv2/2", "aiv3/3"}));
 }
 
 TEST(Runtime, EventsTimeTheDeviceAndTheHostLearnsByInterruptOrPolling) {
