@@ -193,6 +193,11 @@ void Device::memcpy(void* dst, std::uint64_t src, std::uint64_t bytes, Stream s)
   synchronize(s);
 }
 
+void Device::memcpy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, Stream s) {
+  memcpy_d2d_async(dst, src, bytes, s);
+  synchronize(s);
+}
+
 void Device::run(const std::function<void(Device&)>& host) {
   chip_->control_cpu().start([this](hw::chip::ControlCpu& cpu) { ts_->run(cpu); });
   sc_core::sc_spawn([this, &host] {

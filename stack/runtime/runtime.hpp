@@ -68,6 +68,7 @@ class Device {
   // Synchronous copies: submitted on `s`, then the host waits for that stream.
   void memcpy(std::uint64_t dst, const void* src, std::uint64_t bytes, Stream s);
   void memcpy(void* dst, std::uint64_t src, std::uint64_t bytes, Stream s);
+  void memcpy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, Stream s);
   double now_ns() const { return sc_core::sc_time_stamp().to_seconds() * 1e9; }
 
   hw::chip::Chip& chip() { return *chip_; }
