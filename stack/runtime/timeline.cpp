@@ -54,11 +54,21 @@ void write_runtime_trace(traces::ChromeTraceWriter& w, const Device& dev,
   const int host = w.add_process("Host", -3);
   const int api = w.add_track(host, "API", 0);
   const int rt = w.add_process("Runtime/TS", -2);
-  std::map<std::uint16_t, int> stream_track, queue_track;
+  std::map<std::uint16_t, int> stream_track;
+  std::map<std::uint16_t, std::vector<std::pair<double, int>>> queue_changes;
   for (const auto& t : dev.tasks()) {
-    if (stream_track.count(t.stream)) continue;
-    stream_track[t.stream] = w.add_track(rt, "stream " + std::to_string(t.stream), 2 * t.stream);
-    queue_track[t.stream] = w.add_track(rt, "stream " + std::to_string(t.stream) + " queued", 2 * t.stream + 1);
+    if (!stream_track.count(t.stream)) stream_track[t.stream] = w.add_track(rt, "stream " + std::to_string(t.stream), t.stream);
+    // Queueing: a task waits from the host's submission until the scheduler takes it.
+    queue_changes[t.stream].emplace_back(dev.submitted_ns(t.task_id), +1);
+    queue_changes[t.stream].emplace_back(t.fetched_ns, -1);
+  }
+  for (auto& [stream, changes] : queue_changes) {
+    std::sort(changes.begin(), changes.end());
+    int depth = 0;
+    for (const auto& [ts, delta] : changes) {
+      depth += delta;
+      w.counter(rt, "stream " + std::to_string(stream) + " queued", ts, {{"tasks", static_cast<double>(depth)}});
+    }
   }
   std::map<std::int64_t, const ApiCall*> by_task;
   for (const auto& c : dev.api_calls()) {
@@ -71,12 +81,6 @@ void write_runtime_trace(traces::ChromeTraceWriter& w, const Device& dev,
   const double hz = const_cast<Device&>(dev).chip().config().clock.core_hz;
   for (const auto* t : tasks) {
     const double submitted = dev.submitted_ns(t->task_id);
-    // Queueing: from the host's submission until the scheduler took the task (its own track: it overlaps the
-    // stream's previous task).
-    if (t->fetched_ns > submitted) {
-      w.slice(rt, queue_track[t->stream], t->name, submitted, t->fetched_ns - submitted, "queued",
-              {traces::arg("task", static_cast<double>(t->task_id))});
-    }
     w.slice(rt, stream_track[t->stream], t->name, t->fetched_ns, std::max(0.0, t->end_ns - t->fetched_ns), type_name(t->type),
             {traces::arg("task", static_cast<double>(t->task_id)), traces::arg("queued_us", (t->fetched_ns - submitted) / 1e3),
              traces::arg("block_dim", static_cast<double>(t->block_dim))});
