@@ -474,18 +474,27 @@ bool CoreEngine::gm_chunk(PipeState& ps, Entry& e, std::uint64_t start, std::uin
     // Values move when the instruction starts, in simulated-time order with every other access.
     if (mode_ == Mode::kFunctional) run_semantics(in, in.pipe);
   }
-  const isa::Segment seg = isa::gm_segment(in, e.segment);
-  const std::uint64_t bytes = std::min<std::uint64_t>(cfg_.sim.chunk_bytes, seg.bytes - e.offset);
+  // One step moves up to sim.chunk_bytes: a piece of a long segment, or several short segments (rows, bursts) in
+  // a row, each requested when the port accepted the previous one. Time is synchronised once per step.
   host_.sync(request);
-  const mem::GmAccess a = host_.gm().access(mem::GmRequest{id_.index, c.gm_write, seg.addr + e.offset, bytes, request});
-  e.done = std::max(e.done, a.done);
-  e.offset += bytes;
-  if (e.offset == seg.bytes) {
-    e.offset = 0;
-    ++e.segment;
+  std::uint64_t moved = 0;
+  mem::GmAccess a{request, request};
+  const std::uint32_t segments = isa::gm_segments(in);
+  while (moved < cfg_.sim.chunk_bytes && e.segment < segments) {
+    const isa::Segment seg = isa::gm_segment(in, e.segment);
+    const std::uint64_t bytes = std::min<std::uint64_t>(cfg_.sim.chunk_bytes - moved, seg.bytes - e.offset);
+    a = host_.gm().access(mem::GmRequest{id_.index, c.gm_write, seg.addr + e.offset, bytes, request});
+    e.done = std::max(e.done, a.done);
+    request = std::max(request, a.accepted);
+    moved += bytes;
+    e.offset += bytes;
+    if (e.offset == seg.bytes) {
+      e.offset = 0;
+      ++e.segment;
+    }
   }
   ps.free_at = std::max(request, a.accepted);
-  if (e.segment < isa::gm_segments(in)) return false;
+  if (e.segment < segments) return false;
   // Occupancy: the path's formula, or longer when the port accepted the last byte later; data done after that.
   *end = std::max(e.begin + c.cycles, a.accepted);
   *done = std::max(*end, e.done);
