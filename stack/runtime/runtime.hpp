@@ -2,9 +2,7 @@
 // the chip, the device-memory allocator, the driver's rings and the task-scheduler firmware on the control CPU.
 // The host program runs on its own simulated thread: every API call costs its configured host time (keys host.*),
 // submissions go into per-stream rings in device memory with a doorbell, and the host overlaps the device.
-//
-// Status (issue 5, in progress): streams (with priority), events, kernel launches with waves, memcpy and
-// synchronize work end to end, completions by interrupt or polling; traces and the op summary are not done yet.
+// Trace and op summary of a run: stack/runtime/timeline.hpp. docs/runtime.md describes the whole layer.
 #pragma once
 
 #include <systemc>
