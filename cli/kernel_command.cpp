@@ -193,40 +193,15 @@ int run_kernel_command(const KernelOptions& opts) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   // The kernel task's blocks give the per-pipe figures; the device tasks the timeline.
-  fw::kernel::LaunchResult result;
-  for (const auto& t : dev.tasks()) {
-    if (t.type != fw::ts::TaskType::kKernel) continue;
-    result.runs = t.runs;
-  }
-  result.start = UINT64_MAX;
-  std::set<std::string> used;
-  for (const auto& r : result.runs) {
-    result.start = std::min(result.start, r.start);
-    result.end = std::max(result.end, r.end);
-    result.instructions += r.instructions;
-    used.insert(r.core);
-  }
-  if (result.runs.empty()) result.start = 0;
-  result.cores_used = static_cast<std::uint32_t>(used.size());
-  result.wall_seconds = wall;
-  const nlohmann::json kernel_view = fw::kernel::launch_report(result, chip, run.spec.name);
-  nlohmann::json report = stack::runtime::runtime_report(dev);
-  report["overlap"] = kernel_view["overlap"];
-  report["memory"] = kernel_view["memory"];
-  report["sim"] = kernel_view["sim"];
-  for (auto& t : report["tasks"]) {
-    if (t["type"] == "kernel") {
-      t["pipes"] = kernel_view["tasks"][0]["pipes"];
-      t["cores"] = result.cores_used;
-    }
-  }
-  const double kernel_cycles = kernel_view["cycles"].get<double>();
-  nlohmann::json kernel = {{"name", opts.name}, {"params", values}, {"cycles", kernel_view["cycles"]},
-                           {"time_us", kernel_view["time_us"]}, {"cores", result.cores_used}};
+  nlohmann::json report = stack::runtime::run_report(dev, wall);
+  nlohmann::json& kernel = report["kernel"];
+  kernel["name"] = opts.name;
+  kernel["params"] = values;
+  const double kernel_cycles = kernel["cycles"].get<double>();
+  const std::uint32_t cores_used = kernel["cores"].get<std::uint32_t>();
   for (const auto& [k, v] : run.facts) kernel[k] = v;
   if (run.facts.count("ideal_cycles") && kernel_cycles > 0) kernel["efficiency"] = run.facts.at("ideal_cycles") / kernel_cycles;
   if (run.facts.count("macs") && kernel_cycles > 0) kernel["macs_per_cycle"] = run.facts.at("macs") / kernel_cycles;
-  report["kernel"] = kernel;
 
   int status = 0;
   if (opts.check) {
@@ -267,12 +242,12 @@ int run_kernel_command(const KernelOptions& opts) {
     std::cout << "kernel " << opts.name << " on " << loaded.chip.name << " ("
               << (mode == hw::core::Mode::kFunctional ? "functional" : "timing-only") << ")\n";
     std::cout << "  kernel      " << kernel["cycles"].get<std::uint64_t>() << " cycles, " << kernel["time_us"].get<double>()
-              << " us on " << result.cores_used << " core(s)\n";
+              << " us on " << cores_used << " core(s)\n";
     std::cout << "  device      " << report["time_us"].get<double>() << " us for " << report["tasks"].size()
               << " tasks (copies in and out, launch)\n";
     if (kernel.contains("efficiency")) std::cout << "  efficiency  " << kernel["efficiency"].get<double>() << " of peak\n";
     std::cout << "  pipes busy ";
-    for (auto& [k, v] : kernel_view["tasks"][0]["pipes"].items()) std::cout << " " << k << "=" << v.get<double>();
+    for (auto& [k, v] : kernel["pipes"].items()) std::cout << " " << k << "=" << v.get<double>();
     std::cout << "\n  overlap    ";
     for (auto& [k, v] : report["overlap"].items()) std::cout << " " << k << "=" << v.get<double>();
     std::cout << "\n";

@@ -10,6 +10,7 @@
 #include "cli/info_command.hpp"
 #include "cli/kernel_command.hpp"
 #include "cli/memtrace_command.hpp"
+#include "cli/op_command.hpp"
 #include "common/config/loader.hpp"
 #include "common/util/error.hpp"
 
@@ -68,6 +69,19 @@ int sc_main(int argc, char** argv) {
   memtrace->add_option("--bytes", mopts.bytes, "bytes per request (a multiple of hbm.burst_bytes)")->capture_default_str();
   memtrace->add_flag("--json", mopts.json, "print one JSON object (keys in docs/metrics.md)");
 
+  npusim::cli::OpOptions oopts;
+  ConfigOptions op_cfg;
+  CLI::App* op = app.add_subcommand("op", "run one library op on seeded random inputs through the runtime");
+  op->add_option("name", oopts.name, "op")->required();
+  add_config_options(*op, op_cfg);
+  op->add_option("-p,--param", oopts.params, "op parameter, e.g. -p shape=1024x1024 (repeatable)")->type_name("KEY=VALUE");
+  op->add_option("--dtype", oopts.dtype, "fp16, bf16 or fp32")->capture_default_str();
+  op->add_flag("--check", oopts.check, "functional mode; compare with the CPU reference (fp32 from the same inputs)");
+  op->add_flag("--json", oopts.json, "print one JSON object (keys in docs/metrics.md)");
+  op->add_option("--trace", oopts.trace, "write a Chrome/Perfetto trace to FILE")->type_name("FILE");
+  op->add_option("--summary", oopts.summary, "write the op summary CSV to FILE")->type_name("FILE");
+  op->footer("Ops:\n" + npusim::cli::describe_ops());
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -82,6 +96,11 @@ int sc_main(int argc, char** argv) {
   }
 
   try {
+    if (*op) {
+      oopts.config = op_cfg.config;
+      oopts.sets = op_cfg.sets;
+      return npusim::cli::run_op_command(oopts);
+    }
     if (*memtrace) {
       mopts.config = memtrace_cfg.config;
       mopts.sets = memtrace_cfg.sets;

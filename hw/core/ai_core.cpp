@@ -64,7 +64,7 @@ void AiCore::run() {
     } catch (...) {
       error_ = std::current_exception();
       running_ = false;
-      sc_core::sc_stop();
+      if (sc_core::sc_get_status() != sc_core::SC_STOPPED) sc_core::sc_stop();
       return;
     }
     running_ = false;

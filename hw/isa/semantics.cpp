@@ -575,10 +575,17 @@ AccessList accesses(const Instr& in) {
     case Op::kScalar: return list;
     default: break;
   }
-  // Vector instructions.
+  // Vector instructions. A repeat touches the blocks up to its highest selected lane.
   const VecArgs& v = in.vec;
   if (v.repeat == 0) return list;
-  const std::uint32_t lanes = vector_lanes(in);
+  std::uint32_t lanes = vector_lanes(in);
+  if (in.op != Op::kTranspose && in.op != Op::kCompare && in.op != Op::kSelect) {
+    std::uint32_t used = 0;
+    for (std::uint32_t l = 0; l < lanes; ++l)
+      if (v.mask.test(l)) used = l + 1;
+    if (used == 0) return list;
+    lanes = used;
+  }
   const std::uint32_t ds = dtype_bytes(in.dtype);
   switch (in.op) {
     case Op::kReduceSum: case Op::kReduceMax: case Op::kReduceMin:

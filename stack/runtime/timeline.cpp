@@ -159,4 +159,39 @@ nlohmann::json runtime_report(const Device& dev) {
   return j;
 }
 
+nlohmann::json run_report(Device& dev, double wall_seconds) {
+  fw::kernel::LaunchResult result;
+  std::string name;
+  for (const auto& t : dev.tasks()) {
+    if (t.type != fw::ts::TaskType::kKernel) continue;
+    result.runs = t.runs;
+    name = t.name;
+  }
+  result.start = UINT64_MAX;
+  std::vector<std::string> used;
+  for (const auto& r : result.runs) {
+    result.start = std::min(result.start, r.start);
+    result.end = std::max(result.end, r.end);
+    result.instructions += r.instructions;
+    if (std::find(used.begin(), used.end(), r.core) == used.end()) used.push_back(r.core);
+  }
+  if (result.runs.empty()) result.start = 0;
+  result.cores_used = static_cast<std::uint32_t>(used.size());
+  result.wall_seconds = wall_seconds;
+  const nlohmann::json view = fw::kernel::launch_report(result, dev.chip(), name);
+  nlohmann::json report = runtime_report(dev);
+  report["overlap"] = view["overlap"];
+  report["memory"] = view["memory"];
+  report["sim"] = view["sim"];
+  for (auto& t : report["tasks"]) {
+    if (t["type"] == "kernel" && t["name"] == name) {
+      t["pipes"] = view["tasks"][0]["pipes"];
+      t["cores"] = result.cores_used;
+    }
+  }
+  report["kernel"] = {{"cycles", view["cycles"]}, {"time_us", view["time_us"]}, {"cores", result.cores_used},
+                      {"pipes", view["tasks"][0]["pipes"]}};
+  return report;
+}
+
 }  // namespace npusim::stack::runtime

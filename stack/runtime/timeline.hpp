@@ -7,6 +7,7 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "firmware/kernel/report.hpp"
 #include "hw/chip/pipe_trace.hpp"
 #include "stack/runtime/runtime.hpp"
 #include "traces/chrome_trace.hpp"
@@ -19,5 +20,8 @@ void write_runtime_trace(traces::ChromeTraceWriter& w, const Device& dev,
 void write_op_summary(const std::string& path, const Device& dev);
 // The --json report of a runtime run: cycles/time_us over all device tasks, tasks[] one per device task.
 nlohmann::json runtime_report(const Device& dev);
+// The same plus the (last) kernel task's view: its pipes and cores in its task entry, `overlap`, `memory` and
+// `sim` from its blocks, and `kernel` = {cycles, time_us, cores} of its blocks' span. `wall` is the host time.
+nlohmann::json run_report(Device& dev, double wall_seconds);
 
 }  // namespace npusim::stack::runtime

@@ -1,0 +1,212 @@
+#include "cli/op_command.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <cstring>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "common/config/loader.hpp"
+#include "common/util/error.hpp"
+#include "hw/chip/pipe_trace.hpp"
+#include "stack/ops/op.hpp"
+#include "stack/runtime/timeline.hpp"
+
+namespace npusim::cli {
+
+namespace ops = stack::ops;
+using hw::isa::DType;
+
+std::string describe_ops() {
+  std::string out;
+  for (const ops::OpDef& op : ops::all_ops()) {
+    out += "  " + op.name + ": " + op.summary + " (-p";
+    for (const auto& p : op.params) out += " " + p;
+    out += ")\n";
+  }
+  return out;
+}
+
+namespace {
+
+// Random inputs in the op's range (default [-1, 1)), rounded to the dtype; returns the device bytes and the fp32 values the reference uses.
+void random_tensor(const ops::TensorDesc& t, std::pair<float, float> range, std::mt19937_64& rng,
+                   std::vector<std::uint8_t>& bytes, ops::HostTensor& values) {
+  const std::uint64_t n = ops::elements(t.shape);
+  std::uniform_real_distribution<float> d(range.first, range.second);
+  bytes.resize(t.bytes());
+  values.resize(n);
+  for (std::uint64_t i = 0; i < n; ++i) {
+    float v = d(rng);
+    if (t.dtype == DType::kFp16) {
+      const hw::isa::Half h = hw::isa::to_half(v);
+      std::memcpy(&bytes[i * 2], &h.bits, 2);
+      v = hw::isa::to_float(h);
+    } else if (t.dtype == DType::kBf16) {
+      const hw::isa::BFloat16 b = hw::isa::to_bf16(v);
+      std::memcpy(&bytes[i * 2], &b.bits, 2);
+      v = hw::isa::to_float(b);
+    } else {
+      std::memcpy(&bytes[i * 4], &v, 4);
+    }
+    values[i] = v;
+  }
+}
+
+float element(const std::vector<std::uint8_t>& bytes, DType t, std::uint64_t i) {
+  if (t == DType::kFp16) {
+    hw::isa::Half h;
+    std::memcpy(&h.bits, &bytes[i * 2], 2);
+    return hw::isa::to_float(h);
+  }
+  if (t == DType::kBf16) {
+    hw::isa::BFloat16 b;
+    std::memcpy(&b.bits, &bytes[i * 2], 2);
+    return hw::isa::to_float(b);
+  }
+  float f;
+  std::memcpy(&f, &bytes[i * 4], 4);
+  return f;
+}
+
+// Tolerances per output dtype: |out - ref| <= atol + rtol |ref|; one rounding to the dtype is 2^-11 (fp16),
+// 2^-8 (bf16) relative.
+std::pair<double, double> tolerance(DType t) {
+  if (t == DType::kFp16) return {1e-3, 2e-3};
+  if (t == DType::kBf16) return {8e-3, 1.6e-2};
+  return {1e-6, 1e-5};
+}
+
+}  // namespace
+
+int run_op_command(const OpOptions& opts) {
+  const ops::OpDef* op = ops::find_op(opts.name);
+  if (!op) {
+    std::string names;
+    for (const auto& o : ops::all_ops()) names += (names.empty() ? "" : ", ") + o.name;
+    throw InputError("no op named '" + opts.name + "' (there are: " + names + ")");
+  }
+  std::map<std::string, std::string> params;
+  for (const std::string& kv : opts.params) {
+    const auto eq = kv.find('=');
+    if (eq == std::string::npos || eq == 0) throw InputError("-p '" + kv + "': expected key=value");
+    const std::string key = kv.substr(0, eq);
+    if (std::find(op->params.begin(), op->params.end(), key) == op->params.end()) {
+      std::string known;
+      for (const auto& p : op->params) known += (known.empty() ? "" : ", ") + p;
+      throw InputError("op " + opts.name + " has no parameter '" + key + "' (it takes: " + known + ")");
+    }
+    params[key] = kv.substr(eq + 1);
+  }
+  const DType dtype = ops::parse_dtype(opts.dtype);
+  const config::LoadedConfig loaded = config::load_config(opts.config, opts.sets);
+  // Shapes and tiling are checked before anything is simulated.
+  const std::vector<ops::TensorDesc> inputs = op->inputs(params, dtype);
+  const ops::OpPlan plan = op->plan(inputs, loaded.chip);
+  const hw::core::Mode mode = opts.check ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
+
+  std::unique_ptr<traces::ChromeTraceWriter> writer;
+  std::vector<std::unique_ptr<hw::chip::PipeTrace>> tracers;
+  std::map<std::uint32_t, hw::chip::PipeTrace*> cores;
+  if (!opts.trace.empty()) {
+    try {
+      writer = std::make_unique<traces::ChromeTraceWriter>(opts.trace);
+    } catch (const std::exception& e) {
+      throw InputError(std::string("--trace: ") + e.what());
+    }
+  }
+  stack::runtime::Device dev(loaded.chip, mode, [&](const hw::core::CoreIdentity& id) -> hw::core::TraceSink* {
+    if (!writer) return nullptr;
+    tracers.push_back(std::make_unique<hw::chip::PipeTrace>(*writer, id, loaded.chip.clock.core_hz, static_cast<int>(id.index)));
+    cores[id.index] = tracers.back().get();
+    return tracers.back().get();
+  });
+
+  std::mt19937_64 rng(2026);
+  std::vector<std::vector<std::uint8_t>> in_bytes(inputs.size());
+  std::vector<ops::HostTensor> in_values(inputs.size());
+  for (std::size_t i = 0; i < inputs.size(); ++i) {
+    const std::pair<float, float> range = i < op->input_ranges.size() ? op->input_ranges[i] : std::make_pair(-1.0f, 1.0f);
+    if (mode == hw::core::Mode::kFunctional) random_tensor(inputs[i], range, rng, in_bytes[i], in_values[i]);
+  }
+  std::vector<std::vector<std::uint8_t>> out_bytes(plan.outputs.size());
+  const auto t0 = std::chrono::steady_clock::now();
+  dev.run([&](stack::runtime::Device& d) {
+    const stack::runtime::Stream s = d.create_stream();
+    std::vector<std::uint64_t> buffers;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      buffers.push_back(d.malloc(inputs[i].bytes()));
+      d.memcpy_async(buffers.back(), in_bytes[i].empty() ? nullptr : in_bytes[i].data(), inputs[i].bytes(), s);
+    }
+    for (const auto& o : plan.outputs) buffers.push_back(d.malloc(o.bytes()));
+    d.launch(opts.name, plan.type, plan.block_dim, plan.kernel(buffers), s);
+    for (std::size_t i = 0; i < plan.outputs.size(); ++i) {
+      if (mode == hw::core::Mode::kFunctional) out_bytes[i].resize(plan.outputs[i].bytes());
+      d.memcpy_async(out_bytes[i].empty() ? nullptr : out_bytes[i].data(), buffers[inputs.size() + i],
+                     plan.outputs[i].bytes(), s);
+    }
+    d.synchronize();
+  });
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  nlohmann::json report = stack::runtime::run_report(dev, wall);
+  report["op"] = {{"name", opts.name}, {"dtype", opts.dtype}, {"params", params}, {"block_dim", plan.block_dim},
+                  {"tiling", plan.tiling}};
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const auto& t : inputs) shapes.push_back(ops::shape_string(t.shape));
+  report["op"]["inputs"] = shapes;
+  report["op"]["output"] = ops::shape_string(plan.outputs[0].shape);
+  int status = 0;
+  if (opts.check) {
+    const std::vector<ops::HostTensor> ref = op->reference(inputs, in_values);
+    double max_abs = 0, max_rel = 0;
+    bool passed = true;
+    for (std::size_t o = 0; o < plan.outputs.size(); ++o) {
+      const auto [atol, rtol] = tolerance(plan.outputs[o].dtype);
+      for (std::uint64_t i = 0; i < ref[o].size(); ++i) {
+        const double got = element(out_bytes[o], plan.outputs[o].dtype, i), want = ref[o][i];
+        const double err = std::abs(got - want);
+        max_abs = std::max(max_abs, err);
+        if (want != 0) max_rel = std::max(max_rel, err / std::abs(want));
+        if (!(err <= atol + rtol * std::abs(want))) passed = false;
+      }
+    }
+    report["check"] = {{"max_abs_err", max_abs}, {"max_rel_err", max_rel}, {"passed", passed}};
+    if (!passed) status = 3;
+  }
+  if (writer) {
+    for (auto& t : tracers) t->flush();
+    stack::runtime::write_runtime_trace(*writer, dev, cores);
+    writer->close();
+    report["trace"] = opts.trace;
+  }
+  if (!opts.summary.empty()) {
+    try {
+      stack::runtime::write_op_summary(opts.summary, dev);
+    } catch (const std::exception& e) {
+      throw InputError(std::string("--summary: ") + e.what());
+    }
+    report["summary"] = opts.summary;
+  }
+  if (opts.json) {
+    std::cout << report.dump(2) << "\n";
+  } else {
+    std::cout << std::fixed << std::setprecision(3) << "op " << opts.name << " " << opts.dtype << " "
+              << report["op"]["output"].get<std::string>() << " on " << loaded.chip.name << "\n";
+    std::cout << "  kernel      " << report["kernel"]["cycles"].get<std::uint64_t>() << " cycles, "
+              << report["kernel"]["time_us"].get<double>() << " us on " << plan.block_dim << " block(s)\n";
+    std::cout << "  HBM         " << report["memory"]["hbm_avg_GBps"].get<double>() << " GB/s\n";
+    if (report.contains("check"))
+      std::cout << "  check       " << (status ? "FAILED" : "passed") << " (max abs err "
+                << report["check"]["max_abs_err"].get<double>() << ")\n";
+    if (writer) std::cout << "  trace       " << opts.trace << "\n";
+  }
+  if (status) std::cerr << "npusim: error: op " << opts.name << ": output does not match the CPU reference\n";
+  return status;
+}
+
+}  // namespace npusim::cli

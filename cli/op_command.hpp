@@ -1,0 +1,24 @@
+// `npusim op NAME`: one library op on seeded random inputs, through the runtime.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace npusim::cli {
+
+struct OpOptions {
+  std::string name;
+  std::string config;
+  std::vector<std::string> sets;
+  std::vector<std::string> params;
+  std::string dtype = "fp16";
+  bool json = false;
+  bool check = false;
+  std::string trace;
+  std::string summary;
+};
+
+int run_op_command(const OpOptions& opts);
+std::string describe_ops();
+
+}  // namespace npusim::cli

@@ -1,0 +1,194 @@
+// Elementwise binary ops (Add, Sub, Mul, Div) with broadcasting of the second input over leading dimensions.
+// Tiling: the output is split evenly over the vector cores; each core streams tiles through double-buffered
+// VECIN/VECOUT queues sized from the UB (so a bigger UB gives bigger tiles). Same shapes run as one flat range;
+// a broadcast b (its shape = the trailing dims of a) runs row by row with b loaded once. Tails and rows that are
+// not whole 32 B blocks go through the padded copies.
+#include <algorithm>
+#include <cmath>
+
+#include "common/util/error.hpp"
+#include "firmware/kernel/kernel_api.hpp"
+#include "stack/ops/op.hpp"
+
+namespace npusim::stack::ops {
+
+using namespace fw::kernel;
+using hw::isa::DType;
+
+namespace {
+
+enum class Bin { kAdd, kSub, kMul, kDiv };
+
+template <class T>
+void binary(Bin op, const LocalTensor<T>& d, const LocalTensor<T>& a, const LocalTensor<T>& b, std::uint64_t n) {
+  switch (op) {
+    case Bin::kAdd: Add(d, a, b, n); break;
+    case Bin::kSub: Sub(d, a, b, n); break;
+    case Bin::kMul: Mul(d, a, b, n); break;
+    case Bin::kDiv: Div(d, a, b, n); break;
+  }
+}
+
+// Copies `n` elements GM -> UB; a length that is not whole 32 B blocks uses the padded copy.
+template <class T>
+void copy_in(const LocalTensor<T>& dst, GM_ADDR src, std::uint64_t n) {
+  GlobalTensor<T> g;
+  g.SetGlobalBuffer(src);
+  if ((n * sizeof(T)) % 32 == 0) {
+    DataCopy(dst, g, n);
+  } else {
+    DataCopyPad(dst, g, DataCopyExtParams{1, static_cast<std::uint32_t>(n * sizeof(T)), 0, 0}, DataCopyPadExtParams<T>{});
+  }
+}
+template <class T>
+void copy_out(GM_ADDR dst, const LocalTensor<T>& src, std::uint64_t n) {
+  GlobalTensor<T> g;
+  g.SetGlobalBuffer(dst);
+  if ((n * sizeof(T)) % 32 == 0) {
+    DataCopy(g, src, n);
+  } else {
+    DataCopyPad(g, src, DataCopyExtParams{1, static_cast<std::uint32_t>(n * sizeof(T)), 0, 0});
+  }
+}
+
+// The kernel: output range [first, first + count) of block GetBlockIdx(); b repeats every `period` elements
+// (period == n: no broadcast).
+template <class T>
+void binary_kernel(Bin op, GM_ADDR a, GM_ADDR b, GM_ADDR out, std::uint64_t n, std::uint64_t period,
+                   std::uint64_t per_block, std::uint64_t tile) {
+  const std::uint64_t first = GetBlockIdx() * per_block;
+  if (first >= n) return;
+  const std::uint64_t count = std::min(per_block, n - first);
+  TPipe pipe;
+  TQue<TPosition::VECIN, 2> qa, qb;
+  TQue<TPosition::VECOUT, 2> qo;
+  const std::uint64_t tile_bytes = (tile * sizeof(T) + 31) / 32 * 32;
+  pipe.InitBuffer(qa, 2, tile_bytes);
+  pipe.InitBuffer(qo, 2, tile_bytes);
+  if (period == n) {
+    pipe.InitBuffer(qb, 2, tile_bytes);
+    for (std::uint64_t off = 0; off < count; off += tile) {
+      const std::uint64_t len = std::min(tile, count - off);
+      const std::uint64_t at = (first + off) * sizeof(T);
+      LocalTensor<T> la = qa.AllocTensor<T>(), lb = qb.AllocTensor<T>();
+      copy_in(la, a + at, len);
+      copy_in(lb, b + at, len);
+      qa.EnQue(la);
+      qb.EnQue(lb);
+      la = qa.DeQue<T>();
+      lb = qb.DeQue<T>();
+      LocalTensor<T> lo = qo.AllocTensor<T>();
+      binary(op, lo, la, lb, len);
+      qo.EnQue(lo);
+      qa.FreeTensor(la);
+      qb.FreeTensor(lb);
+      lo = qo.DeQue<T>();
+      copy_out(out + at, lo, len);
+      qo.FreeTensor(lo);
+    }
+    return;
+  }
+  // Broadcast: rows of `period` elements; each tile holds whole rows, b (one row) stays in UB.
+  TBuf<TPosition::VECCALC> bb;
+  pipe.InitBuffer(bb, (period * sizeof(T) + 31) / 32 * 32);
+  LocalTensor<T> lb = bb.Get<T>();
+  copy_in(lb, b, period);
+  SetFlag<HardEvent::MTE2_V>(7);
+  WaitFlag<HardEvent::MTE2_V>(7);
+  const std::uint64_t row_stride = (period * sizeof(T) + 31) / 32 * 32 / sizeof(T);  // a row in UB, 32 B aligned
+  const std::uint64_t rows_per_tile = std::max<std::uint64_t>(1, tile / row_stride);
+  const std::uint64_t row0 = first / period, rows = count / period;
+  for (std::uint64_t r = 0; r < rows; r += rows_per_tile) {
+    const std::uint64_t nr = std::min(rows_per_tile, rows - r);
+    LocalTensor<T> la = qa.AllocTensor<T>();
+    GlobalTensor<T> g;
+    g.SetGlobalBuffer(a + (row0 + r) * period * sizeof(T));
+    DataCopyPad(la, g, DataCopyExtParams{static_cast<std::uint16_t>(nr), static_cast<std::uint32_t>(period * sizeof(T)), 0, 0},
+                DataCopyPadExtParams<T>{});
+    qa.EnQue(la);
+    la = qa.DeQue<T>();
+    LocalTensor<T> lo = qo.AllocTensor<T>();
+    for (std::uint64_t i = 0; i < nr; ++i) binary(op, lo[i * row_stride], la[i * row_stride], lb, period);
+    qo.EnQue(lo);
+    qa.FreeTensor(la);
+    lo = qo.DeQue<T>();
+    GlobalTensor<T> go;
+    go.SetGlobalBuffer(out + (row0 + r) * period * sizeof(T));
+    DataCopyPad(go, lo, DataCopyExtParams{static_cast<std::uint16_t>(nr), static_cast<std::uint32_t>(period * sizeof(T)), 0, 0});
+    qo.FreeTensor(lo);
+  }
+}
+
+std::uint64_t dtype_size(DType t) { return hw::isa::dtype_bytes(t); }
+
+OpDef binary_op(const std::string& name, Bin op) {
+  OpDef d;
+  d.name = name;
+  d.summary = "elementwise " + name + " with broadcasting of b over leading dimensions";
+  d.params = {"shape", "shape_b"};
+  if (op == Bin::kDiv) d.input_ranges = {{-1.0f, 1.0f}, {0.5f, 2.0f}};  // divisors away from 0
+  d.inputs = [](const std::map<std::string, std::string>& p, DType t) {
+    const auto it = p.find("shape");
+    if (it == p.end()) throw InputError("parameter 'shape' is required, e.g. -p shape=1024x1024");
+    const Shape a = parse_shape(it->second);
+    const auto jt = p.find("shape_b");
+    const Shape b = jt == p.end() ? a : parse_shape(jt->second);
+    return std::vector<TensorDesc>{{a, t}, {b, t}};
+  };
+  d.plan = [op, name](const std::vector<TensorDesc>& in, const config::ChipConfig& chip) {
+    const Shape& a = in[0].shape;
+    Shape b = in[1].shape;
+    while (b.size() > 1 && b.front() == 1) b.erase(b.begin());  // leading 1s broadcast
+    if (b.size() > a.size() || !std::equal(b.begin(), b.end(), a.end() - static_cast<std::ptrdiff_t>(b.size()))) {
+      throw InputError(name + ": cannot broadcast b of shape " + shape_string(in[1].shape) + " to " + shape_string(a) +
+                       " (b must match the trailing dimensions of a)");
+    }
+    const std::uint64_t n = elements(a), period = elements(b), size = dtype_size(in[0].dtype);
+    OpPlan plan;
+    plan.outputs = {{a, in[0].dtype}};
+    plan.type = KernelType::kVector;
+    // Tiles: two buffers of a, b and out each in the UB (broadcast: one row of b instead), 32 B-aligned.
+    const std::uint64_t ub = chip.buffers.ub.size;
+    std::uint64_t tile = period == n ? ub / (6 * size) : (ub - (period * size + 64)) / (4 * size);
+    tile = std::min<std::uint64_t>(tile / 16 * 16, 65535 * 16);
+    if (period != n && (period * size + 31) / 32 * 32 > tile * size) {
+      throw InputError(name + ": a broadcast row of " + std::to_string(period) + " elements does not fit the UB tiles");
+    }
+    const std::uint64_t cores = chip.vector_units();
+    // Split evenly over the cores, in whole tiles' worth of 32 B blocks (broadcast: whole rows).
+    const std::uint64_t unit = period == n ? 32 / size : period;
+    const std::uint64_t units = (n + unit - 1) / unit;
+    const std::uint64_t per_block = (units + cores - 1) / cores * unit;
+    plan.block_dim = static_cast<std::uint32_t>((n + per_block - 1) / per_block);
+    plan.tiling = {{"tile_elements", static_cast<double>(tile)}, {"per_block", static_cast<double>(per_block)},
+                   {"broadcast_period", static_cast<double>(period)}};
+    const DType t = in[0].dtype;
+    plan.kernel = [=](const std::vector<std::uint64_t>& buf) -> std::function<void()> {
+      const GM_ADDR pa = buf[0], pb = buf[1], po = buf[2];
+      switch (t) {
+        case DType::kFp16: return [=] { binary_kernel<half>(op, pa, pb, po, n, period, per_block, tile); };
+        case DType::kBf16: return [=] { binary_kernel<bfloat16_t>(op, pa, pb, po, n, period, per_block, tile); };
+        default: return [=] { binary_kernel<float>(op, pa, pb, po, n, period, per_block, tile); };
+      }
+    };
+    return plan;
+  };
+  d.reference = [op](const std::vector<TensorDesc>& in, const std::vector<HostTensor>& v) {
+    const std::uint64_t n = elements(in[0].shape), period = v[1].size();
+    HostTensor out(n);
+    for (std::uint64_t i = 0; i < n; ++i) {
+      const float x = v[0][i], y = v[1][i % period];
+      out[i] = op == Bin::kAdd ? x + y : op == Bin::kSub ? x - y : op == Bin::kMul ? x * y : x / y;
+    }
+    return std::vector<HostTensor>{out};
+  };
+  return d;
+}
+
+}  // namespace
+
+std::vector<OpDef> elementwise_ops() {
+  return {binary_op("add", Bin::kAdd), binary_op("sub", Bin::kSub), binary_op("mul", Bin::kMul), binary_op("div", Bin::kDiv)};
+}
+
+}  // namespace npusim::stack::ops

@@ -1,0 +1,62 @@
+// The operator library's framework (issue 6, in progress): an op is a registry entry with shape and dtype
+// inference, a host tiling function that reads the chip config, a device kernel written against firmware/kernel,
+// and a CPU reference. Calling an op goes through the runtime like aclnn: plan (tiling) -> launch on a stream.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <string>
+#include <vector>
+
+#include "hw/isa/dtype.hpp"
+#include "stack/runtime/runtime.hpp"
+
+namespace npusim::stack::ops {
+
+using Shape = std::vector<std::uint64_t>;
+std::string shape_string(const Shape& s);
+// "4x32x64" -> {4, 32, 64}; throws InputError naming the text.
+Shape parse_shape(const std::string& text);
+std::uint64_t elements(const Shape& s);
+// "fp16", "bf16", "fp32" -> DType; throws InputError.
+hw::isa::DType parse_dtype(const std::string& text);
+
+struct TensorDesc {
+  Shape shape;
+  hw::isa::DType dtype = hw::isa::DType::kFp16;
+  std::uint64_t bytes() const { return elements(shape) * hw::isa::dtype_bytes(dtype); }
+};
+
+// A planned call: the output descriptions, the launch, and the tiling chosen (reported under "tiling").
+struct OpPlan {
+  std::vector<TensorDesc> outputs;
+  fw::kernel::KernelType type = fw::kernel::KernelType::kVector;
+  std::uint32_t block_dim = 1;
+  std::map<std::string, double> tiling;
+  // The kernel for device buffers: inputs then outputs, in the order of the descriptions.
+  std::function<std::function<void()>(const std::vector<std::uint64_t>& buffers)> kernel;
+};
+
+// Host-side values for the CPU reference: each tensor as fp32 (computed from the same fp16/bf16 inputs).
+using HostTensor = std::vector<float>;
+
+struct OpDef {
+  std::string name;
+  std::string summary;
+  // The inputs an op call takes, from the -p parameters (shapes) and the dtype.
+  std::function<std::vector<TensorDesc>(const std::map<std::string, std::string>& params, hw::isa::DType)> inputs;
+  // Shape/dtype inference and tiling for the chip; throws InputError for shapes the op cannot take.
+  std::function<OpPlan(const std::vector<TensorDesc>& in, const config::ChipConfig& chip)> plan;
+  // The CPU reference in fp32.
+  std::function<std::vector<HostTensor>(const std::vector<TensorDesc>& in, const std::vector<HostTensor>& values)>
+      reference;
+  std::vector<std::string> params;  // parameter names, for errors and help
+  // Range of the random values of each input (default [-1, 1)); e.g. a divisor kept away from 0.
+  std::vector<std::pair<float, float>> input_ranges;
+};
+
+const std::vector<OpDef>& all_ops();
+const OpDef* find_op(const std::string& name);
+
+}  // namespace npusim::stack::ops
