@@ -1,5 +1,7 @@
 #include "cli/kernel_command.hpp"
 
+#include "cli/run_outputs.hpp"
+
 #include <chrono>
 #include <cstring>
 #include <set>
@@ -38,23 +40,6 @@ std::string describe_kernels() {
 }
 
 namespace {
-// Counter tracks of the memory system over time: HBM bandwidth and L2 hit rate per sim.counter_interval.
-void write_memory_counters(traces::ChromeTraceWriter& w, const hw::mem::MemorySystem& ms, const config::ChipConfig& cfg) {
-  const int pid = w.add_process("Memory", -1);
-  const double bin_ns = static_cast<double>(ms.bin_cycles()) * ms.ns_per_cycle();
-  const auto& bins = ms.bins();
-  for (std::size_t i = 0; i < bins.size(); ++i) {
-    const double ts = static_cast<double>(i) * bin_ns;
-    w.counter(pid, "HBM", ts, {{"GB/s", static_cast<double>(bins[i].hbm_bytes) / bin_ns}});
-    const std::uint64_t looks = bins[i].l2_hits + bins[i].l2_misses;
-    w.counter(pid, "L2 hit rate", ts, {{"hit rate", looks ? static_cast<double>(bins[i].l2_hits) / static_cast<double>(looks) : 0.0}});
-    w.counter(pid, "L2", ts, {{"GB/s", static_cast<double>(bins[i].l2_bytes) / bin_ns}});
-  }
-  (void)cfg;
-}
-}  // namespace
-
-namespace {
 // pipeline_demo runs through the runtime (host thread, driver rings, task scheduler, SDMA/host link).
 int run_pipeline_demo(const KernelOptions& opts, const std::map<std::string, std::string>& values) {
   const config::LoadedConfig loaded = config::load_config(opts.config, opts.sets);
@@ -66,22 +51,8 @@ int run_pipeline_demo(const KernelOptions& opts, const std::map<std::string, std
   params.reject_unused("pipeline_demo");
   stack::runtime::validate(demo);
   const hw::core::Mode mode = (opts.check || opts.functional) ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
-  std::unique_ptr<traces::ChromeTraceWriter> writer;
-  std::map<std::uint32_t, hw::chip::PipeTrace*> cores;
-  std::vector<std::unique_ptr<hw::chip::PipeTrace>> tracers;
-  if (!opts.trace.empty()) {
-    try {
-      writer = std::make_unique<traces::ChromeTraceWriter>(opts.trace);
-    } catch (const std::exception& e) {
-      throw InputError(std::string("--trace: ") + e.what());
-    }
-  }
-  stack::runtime::Device dev(loaded.chip, mode, [&](const hw::core::CoreIdentity& id) -> hw::core::TraceSink* {
-    if (!writer) return nullptr;
-    tracers.push_back(std::make_unique<hw::chip::PipeTrace>(*writer, id, loaded.chip.clock.core_hz, static_cast<int>(id.index)));
-    cores[id.index] = tracers.back().get();
-    return tracers.back().get();
-  });
+  RunOutputs outputs(opts.trace, opts.summary, loaded.chip.clock.core_hz);
+  stack::runtime::Device dev(loaded.chip, mode, outputs.trace_factory());
   const auto t0 = std::chrono::steady_clock::now();
   dev.run([&](stack::runtime::Device& d) { stack::runtime::run_pipeline_demo(d, demo); });
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
@@ -90,26 +61,18 @@ int run_pipeline_demo(const KernelOptions& opts, const std::map<std::string, std
   report["sim"] = {{"wall_seconds", wall}, {"mode", mode == hw::core::Mode::kFunctional ? "functional" : "timing"}};
   int status = 0;
   if (opts.check) {
-    double max_abs = 0;
-    for (std::size_t i = 0; i < demo.input.size(); ++i)
-      max_abs = std::max(max_abs, std::abs(static_cast<double>(demo.output[i]) - (2.0 * demo.input[i] + 1.0)));
-    report["check"] = {{"max_abs_err", max_abs}, {"max_rel_err", max_abs}, {"passed", max_abs == 0.0}};
+    // The reference: 2x + 1 in fp32, the kernel's arithmetic (two roundings, so exact for these inputs).
+    double max_abs = 0, max_rel = 0;
+    for (std::size_t i = 0; i < demo.input.size(); ++i) {
+      const double want = 2.0f * demo.input[i] + 1.0f;
+      const double err = std::abs(static_cast<double>(demo.output[i]) - want);
+      max_abs = std::max(max_abs, err);
+      if (want != 0) max_rel = std::max(max_rel, err / std::abs(want));
+    }
+    report["check"] = {{"max_abs_err", max_abs}, {"max_rel_err", max_rel}, {"passed", max_abs == 0.0}};
     if (max_abs != 0.0) status = 3;
   }
-  if (writer) {
-    for (auto& t : tracers) t->flush();
-    stack::runtime::write_runtime_trace(*writer, dev, cores);
-    writer->close();
-    report["trace"] = opts.trace;
-  }
-  if (!opts.summary.empty()) {
-    try {
-      stack::runtime::write_op_summary(opts.summary, dev);
-    } catch (const std::exception& e) {
-      throw InputError(std::string("--summary: ") + e.what());
-    }
-    report["summary"] = opts.summary;
-  }
+  outputs.finish(dev, report);
   if (opts.json) {
     std::cout << report.dump(2) << "\n";
   } else {
@@ -117,55 +80,27 @@ int run_pipeline_demo(const KernelOptions& opts, const std::map<std::string, std
               << " stream(s), " << demo.chunks << " chunk(s) of " << demo.bytes << " B\n";
     std::cout << "  device time " << report["time_us"].get<double>() << " us over " << report["tasks"].size() << " tasks\n";
     if (report.contains("check")) std::cout << "  check       " << (status ? "FAILED" : "passed") << "\n";
-    if (writer) std::cout << "  trace       " << opts.trace << "\n";
+    if (outputs.tracing()) std::cout << "  trace       " << opts.trace << "\n";
   }
   return status;
 }
 }  // namespace
 
 int run_kernel_command(const KernelOptions& opts) {
-  if (opts.name == "pipeline_demo") {
-    std::map<std::string, std::string> values;
-    for (const std::string& kv : opts.params) {
-      const auto eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) throw InputError("-p '" + kv + "': expected key=value");
-      values[kv.substr(0, eq)] = kv.substr(eq + 1);
-    }
-    return run_pipeline_demo(opts, values);
-  }
+  if (opts.name == "pipeline_demo") return run_pipeline_demo(opts, parse_params(opts.params));
   const samples::Sample* sample = samples::find_sample(opts.name);
   if (!sample) {
     std::string names;
     for (const auto& s : samples::all_samples()) names += (names.empty() ? "" : ", ") + s.name;
     throw InputError("no sample kernel named '" + opts.name + "' (there are: " + names + ")");
   }
-  std::map<std::string, std::string> values;
-  for (const std::string& kv : opts.params) {
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) throw InputError("-p '" + kv + "': expected key=value");
-    values[kv.substr(0, eq)] = kv.substr(eq + 1);
-  }
+  const std::map<std::string, std::string> values = parse_params(opts.params);
   const config::LoadedConfig loaded = config::load_config(opts.config, opts.sets);
   const hw::core::Mode mode =
       (opts.check || opts.functional) ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
 
-  std::unique_ptr<traces::ChromeTraceWriter> writer;
-  std::vector<std::unique_ptr<hw::chip::PipeTrace>> tracers;
-  std::map<std::uint32_t, hw::chip::PipeTrace*> core_tracers;
-  if (!opts.trace.empty()) {
-    try {
-      writer = std::make_unique<traces::ChromeTraceWriter>(opts.trace);
-    } catch (const std::exception& e) {
-      throw InputError(std::string("--trace: ") + e.what());
-    }
-  }
-  stack::runtime::Device dev(loaded.chip, mode, [&](const hw::core::CoreIdentity& id) -> hw::core::TraceSink* {
-    if (!writer) return nullptr;
-    tracers.push_back(std::make_unique<hw::chip::PipeTrace>(*writer, id, loaded.chip.clock.core_hz,
-                                                             static_cast<int>(id.index)));
-    core_tracers[id.index] = tracers.back().get();
-    return tracers.back().get();
-  });
+  RunOutputs run_outputs(opts.trace, opts.summary, loaded.chip.clock.core_hz);
+  stack::runtime::Device dev(loaded.chip, mode, run_outputs.trace_factory());
   hw::chip::Chip& chip = dev.chip();
 
   samples::Params params(values);
@@ -219,21 +154,7 @@ int run_kernel_command(const KernelOptions& opts) {
     report["check"] = {{"max_abs_err", c.max_abs_err}, {"max_rel_err", c.max_rel_err}, {"passed", c.passed}};
     if (!c.passed) status = 3;
   }
-  if (writer) {
-    for (auto& t : tracers) t->flush();
-    stack::runtime::write_runtime_trace(*writer, dev, core_tracers);
-    if (const hw::mem::MemorySystem* ms = chip.memory_system()) write_memory_counters(*writer, *ms, loaded.chip);
-    writer->close();
-    report["trace"] = opts.trace;
-  }
-  if (!opts.summary.empty()) {
-    try {
-      stack::runtime::write_op_summary(opts.summary, dev);
-    } catch (const std::exception& e) {
-      throw InputError(std::string("--summary: ") + e.what());
-    }
-    report["summary"] = opts.summary;
-  }
+  run_outputs.finish(dev, report);
 
   if (opts.json) {
     std::cout << report.dump(2) << "\n";
@@ -254,7 +175,7 @@ int run_kernel_command(const KernelOptions& opts) {
     if (report.contains("check"))
       std::cout << "  check       " << (report["check"]["passed"].get<bool>() ? "passed" : "FAILED")
                 << " (max abs err " << report["check"]["max_abs_err"].get<double>() << ")\n";
-    if (writer) std::cout << "  trace       " << opts.trace << "\n";
+    if (run_outputs.tracing()) std::cout << "  trace       " << opts.trace << "\n";
   }
   if (status) std::cerr << "npusim: error: kernel " << opts.name << ": output does not match the CPU reference\n";
   return status;

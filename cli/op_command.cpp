@@ -1,5 +1,7 @@
 #include "cli/op_command.hpp"
 
+#include "cli/run_outputs.hpp"
+
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -90,17 +92,13 @@ int run_op_command(const OpOptions& opts) {
     for (const auto& o : ops::all_ops()) names += (names.empty() ? "" : ", ") + o.name;
     throw InputError("no op named '" + opts.name + "' (there are: " + names + ")");
   }
-  std::map<std::string, std::string> params;
-  for (const std::string& kv : opts.params) {
-    const auto eq = kv.find('=');
-    if (eq == std::string::npos || eq == 0) throw InputError("-p '" + kv + "': expected key=value");
-    const std::string key = kv.substr(0, eq);
+  const std::map<std::string, std::string> params = parse_params(opts.params);
+  for (const auto& [key, value] : params) {
     if (std::find(op->params.begin(), op->params.end(), key) == op->params.end()) {
       std::string known;
       for (const auto& p : op->params) known += (known.empty() ? "" : ", ") + p;
       throw InputError("op " + opts.name + " has no parameter '" + key + "' (it takes: " + known + ")");
     }
-    params[key] = kv.substr(eq + 1);
   }
   const DType dtype = ops::parse_dtype(opts.dtype);
   const config::LoadedConfig loaded = config::load_config(opts.config, opts.sets);
@@ -109,22 +107,8 @@ int run_op_command(const OpOptions& opts) {
   const ops::OpPlan plan = op->plan(inputs, loaded.chip);
   const hw::core::Mode mode = opts.check ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
 
-  std::unique_ptr<traces::ChromeTraceWriter> writer;
-  std::vector<std::unique_ptr<hw::chip::PipeTrace>> tracers;
-  std::map<std::uint32_t, hw::chip::PipeTrace*> cores;
-  if (!opts.trace.empty()) {
-    try {
-      writer = std::make_unique<traces::ChromeTraceWriter>(opts.trace);
-    } catch (const std::exception& e) {
-      throw InputError(std::string("--trace: ") + e.what());
-    }
-  }
-  stack::runtime::Device dev(loaded.chip, mode, [&](const hw::core::CoreIdentity& id) -> hw::core::TraceSink* {
-    if (!writer) return nullptr;
-    tracers.push_back(std::make_unique<hw::chip::PipeTrace>(*writer, id, loaded.chip.clock.core_hz, static_cast<int>(id.index)));
-    cores[id.index] = tracers.back().get();
-    return tracers.back().get();
-  });
+  RunOutputs outputs(opts.trace, opts.summary, loaded.chip.clock.core_hz);
+  stack::runtime::Device dev(loaded.chip, mode, outputs.trace_factory());
 
   std::mt19937_64 rng(2026);
   std::vector<std::vector<std::uint8_t>> in_bytes(inputs.size());
@@ -178,20 +162,7 @@ int run_op_command(const OpOptions& opts) {
     report["check"] = {{"max_abs_err", max_abs}, {"max_rel_err", max_rel}, {"passed", passed}};
     if (!passed) status = 3;
   }
-  if (writer) {
-    for (auto& t : tracers) t->flush();
-    stack::runtime::write_runtime_trace(*writer, dev, cores);
-    writer->close();
-    report["trace"] = opts.trace;
-  }
-  if (!opts.summary.empty()) {
-    try {
-      stack::runtime::write_op_summary(opts.summary, dev);
-    } catch (const std::exception& e) {
-      throw InputError(std::string("--summary: ") + e.what());
-    }
-    report["summary"] = opts.summary;
-  }
+  outputs.finish(dev, report);
   if (opts.json) {
     std::cout << report.dump(2) << "\n";
   } else {
@@ -203,7 +174,7 @@ int run_op_command(const OpOptions& opts) {
     if (report.contains("check"))
       std::cout << "  check       " << (status ? "FAILED" : "passed") << " (max abs err "
                 << report["check"]["max_abs_err"].get<double>() << ")\n";
-    if (writer) std::cout << "  trace       " << opts.trace << "\n";
+    if (outputs.tracing()) std::cout << "  trace       " << opts.trace << "\n";
   }
   if (status) std::cerr << "npusim: error: op " << opts.name << ": output does not match the CPU reference\n";
   return status;

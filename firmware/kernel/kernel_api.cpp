@@ -47,6 +47,7 @@ Space position_space(TPosition p) {
     case TPosition::A2: return Space::kL0A;
     case TPosition::B2: return Space::kL0B;
     case TPosition::CO1: return Space::kL0C;
+    case TPosition::C2: return Space::kBiasTable;
   }
   return Space::kUb;
 }

@@ -55,7 +55,8 @@ struct EventPipes {
 };
 EventPipes event_pipes(HardEvent e);
 
-enum class TPosition : std::uint8_t { GM, VECIN, VECOUT, VECCALC, A1, B1, A2, B2, CO1, CO2 };
+// C2 is the bias table (Mmad's bias row).
+enum class TPosition : std::uint8_t { GM, VECIN, VECOUT, VECCALC, A1, B1, A2, B2, CO1, CO2, C2 };
 hw::isa::Space position_space(TPosition p);
 
 // --- Tensors ------------------------------------------------------------------------------------------------------
@@ -377,9 +378,14 @@ void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadDa
   detail::issue(in);
 }
 
+namespace detail {
+// The Cube and FixPipe instructions shared by the overloads below; the operand spaces are checked here because
+// the instruction names its spaces by role (a LocalTensor in the wrong buffer would otherwise be read as L0A).
 template <class Acc, class In>
-void Mmad(const LocalTensor<Acc>& c, const LocalTensor<In>& a, const LocalTensor<In>& b, const MmadParams& p,
-          SourceLoc where = here()) {
+hw::isa::Instr mmad_instr(const LocalTensor<Acc>& c, const LocalTensor<In>& a, const LocalTensor<In>& b,
+                          const MmadParams& p, SourceLoc where) {
+  if (c.space() != hw::isa::Space::kL0C || a.space() != hw::isa::Space::kL0A || b.space() != hw::isa::Space::kL0B)
+    bad_param("Mmad", "operands must be in L0C, L0A and L0B", where);
   hw::isa::Instr in;
   in.op = hw::isa::Op::kMmad;
   in.dtype = dtype_of<Acc>();
@@ -393,71 +399,61 @@ void Mmad(const LocalTensor<Acc>& c, const LocalTensor<In>& a, const LocalTensor
   in.cube.n = p.n;
   in.cube.init = p.cmatrixInitVal;
   in.where = where;
-  if (c.space() != hw::isa::Space::kL0C || a.space() != hw::isa::Space::kL0A || b.space() != hw::isa::Space::kL0B)
-    detail::bad_param("Mmad", "operands must be in L0C, L0A and L0B", where);
-  detail::issue(in);
+  return in;
 }
+template <class T, class Acc>
+hw::isa::Instr fixpipe_instr(hw::isa::Space dst_space, std::uint64_t dst, const LocalTensor<Acc>& src,
+                             const FixpipeParams& p, SourceLoc where) {
+  if (src.space() != hw::isa::Space::kL0C) bad_param("Fixpipe", "the source must be in L0C", where);
+  if (p.srcStride % 16 != 0 || p.srcStride < p.mSize)
+    bad_param("Fixpipe", "srcStride must be a multiple of 16 and at least mSize", where);
+  hw::isa::Instr in;
+  in.op = hw::isa::Op::kFixpipe;
+  in.dtype = dtype_of<T>();
+  in.src_dtype = dtype_of<Acc>();
+  in.dst_space = dst_space;
+  in.src_space = hw::isa::Space::kL0C;
+  in.dst = dst;
+  in.src0 = src.address();
+  in.cube.m = p.mSize;
+  in.cube.n = p.nSize;
+  in.cube.src_rows = p.srcStride;
+  in.cube.relu = p.reluEn;
+  in.where = where;
+  return in;
+}
+}  // namespace detail
+
+template <class Acc, class In>
+void Mmad(const LocalTensor<Acc>& c, const LocalTensor<In>& a, const LocalTensor<In>& b, const MmadParams& p,
+          SourceLoc where = here()) {
+  detail::issue(detail::mmad_instr(c, a, b, p, where));
+}
+// With a bias row (n values in the bias table): C = A*B + bias.
 template <class Acc, class In>
 void Mmad(const LocalTensor<Acc>& c, const LocalTensor<In>& a, const LocalTensor<In>& b, const LocalTensor<Acc>& bias,
           const MmadParams& p, SourceLoc where = here()) {
-  hw::isa::Instr in;
-  in.op = hw::isa::Op::kMmad;
-  in.dtype = dtype_of<Acc>();
-  in.src_dtype = dtype_of<In>();
-  in.dst = c.address();
-  in.src0 = a.address();
-  in.src1 = b.address();
-  in.cube.m = p.m;
-  in.cube.k = p.k;
-  in.cube.n = p.n;
+  if (bias.space() != hw::isa::Space::kBiasTable) detail::bad_param("Mmad", "the bias must be in the bias table", where);
+  hw::isa::Instr in = detail::mmad_instr(c, a, b, p, where);
   in.cube.init = true;
   in.cube.has_bias = true;
   in.cube.bias = bias.address();
-  in.where = where;
   detail::issue(in);
 }
 
 // L0C -> GM (NZ -> ND) with conversion to T and optional ReLU.
 template <class T, class Acc>
 void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<Acc>& src, const FixpipeParams& p, SourceLoc where = here()) {
-  hw::isa::Instr in;
-  in.op = hw::isa::Op::kFixpipe;
-  in.dtype = dtype_of<T>();
-  in.src_dtype = dtype_of<Acc>();
-  in.dst_space = hw::isa::Space::kGm;
-  in.src_space = hw::isa::Space::kL0C;
-  in.dst = dst.address();
-  in.src0 = src.address();
-  in.cube.m = p.mSize;
-  in.cube.n = p.nSize;
-  in.cube.src_rows = p.srcStride;
-  in.cube.dst_row_stride = p.dstStride;
-  in.cube.relu = p.reluEn;
-  in.where = where;
-  if (p.srcStride % 16 != 0 || p.srcStride < p.mSize)
-    detail::bad_param("Fixpipe", "srcStride must be a multiple of 16 and at least mSize", where);
   if (p.dstStride < p.nSize) detail::bad_param("Fixpipe", "dstStride must be at least nSize", where);
+  hw::isa::Instr in = detail::fixpipe_instr<T>(hw::isa::Space::kGm, dst.address(), src, p, where);
+  in.cube.dst_row_stride = p.dstStride;
   detail::issue(in);
 }
 // L0C -> L1 (NZ of T).
 template <class T, class Acc>
 void Fixpipe(const LocalTensor<T>& dst, const LocalTensor<Acc>& src, const FixpipeParams& p, SourceLoc where = here()) {
-  hw::isa::Instr in;
-  in.op = hw::isa::Op::kFixpipe;
-  in.dtype = dtype_of<T>();
-  in.src_dtype = dtype_of<Acc>();
-  in.dst_space = dst.space();
-  in.src_space = hw::isa::Space::kL0C;
-  in.dst = dst.address();
-  in.src0 = src.address();
-  in.cube.m = p.mSize;
-  in.cube.n = p.nSize;
-  in.cube.src_rows = p.srcStride;
-  in.cube.relu = p.reluEn;
+  hw::isa::Instr in = detail::fixpipe_instr<T>(dst.space(), dst.address(), src, p, where);
   in.cube.nz_out = true;
-  in.where = where;
-  if (p.srcStride % 16 != 0 || p.srcStride < p.mSize)
-    detail::bad_param("Fixpipe", "srcStride must be a multiple of 16 and at least mSize", where);
   detail::issue(in);
 }
 

@@ -54,6 +54,19 @@ hw::core::Program block_program(std::function<void()> body, std::uint32_t block,
   };
 }
 
+CoreRun core_run(const hw::core::CoreEngine& e) {
+  CoreRun run;
+  run.core = e.identity().name;
+  run.core_index = e.identity().index;
+  run.kind = e.identity().kind;
+  run.block = e.identity().block;
+  run.start = e.start_cycle();
+  run.end = e.end_cycle();
+  for (int p = 0; p < hw::isa::kPipeCount; ++p) run.pipes[p] = e.pipe_stats(static_cast<hw::isa::Pipe>(p));
+  run.instructions = e.instructions();
+  return run;
+}
+
 LaunchResult launch(hw::chip::Chip& chip, const LaunchSpec& spec) {
   if (spec.block_dim == 0) throw InputError("kernel " + spec.name + ": block_dim must be at least 1");
   const auto slots = block_slots(chip, spec.type);
@@ -81,15 +94,7 @@ LaunchResult launch(hw::chip::Chip& chip, const LaunchSpec& spec) {
         block_program(spec.body, w.block, spec.block_dim, w.sub_idx, w.sub_num),
         w.block,
         [&, core_index](const hw::core::CoreEngine& e) {
-          CoreRun run;
-          run.core = e.identity().name;
-          run.kind = e.identity().kind;
-          run.block = e.identity().block;
-          run.start = e.start_cycle();
-          run.end = e.end_cycle();
-          for (int p = 0; p < hw::isa::kPipeCount; ++p) run.pipes[p] = e.pipe_stats(static_cast<hw::isa::Pipe>(p));
-          run.instructions = e.instructions();
-          result.runs.push_back(std::move(run));
+          result.runs.push_back(core_run(e));
           start_next(core_index);
         });
   };

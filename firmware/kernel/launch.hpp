@@ -26,12 +26,16 @@ struct LaunchSpec {
 
 struct CoreRun {
   std::string core;
+  std::uint32_t core_index = 0;  // the core's index in the chip
   hw::core::CoreKind kind;
   std::uint32_t block = 0;
   std::uint64_t start = 0, end = 0;  // core cycles
   std::array<hw::core::PipeStats, hw::isa::kPipeCount> pipes;
   std::uint64_t instructions = 0;
 };
+
+// What a finished block left on its core's engine.
+CoreRun core_run(const hw::core::CoreEngine& e);
 
 struct LaunchResult {
   std::uint64_t start = 0, end = 0;  // core cycles, first block start to last block end

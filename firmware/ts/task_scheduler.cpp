@@ -121,15 +121,7 @@ bool TaskScheduler::dispatch() {
             kernel::block_program(kernels_[task.kernel].body, block, task.block_dim, c.sub_idx, c.sub_num, init_cycles),
             block,
             [this, record, cores_per_block, &task](const hw::core::CoreEngine& e) {
-              kernel::CoreRun run;
-              run.core = e.identity().name;
-              run.kind = e.identity().kind;
-              run.block = e.identity().block;
-              run.start = e.start_cycle();
-              run.end = e.end_cycle();
-              for (int p = 0; p < hw::isa::kPipeCount; ++p) run.pipes[p] = e.pipe_stats(static_cast<hw::isa::Pipe>(p));
-              run.instructions = e.instructions();
-              records_[record].runs.push_back(std::move(run));
+              records_[record].runs.push_back(kernel::core_run(e));
               core_busy_[e.identity().index] = false;
               if (++task.done_cores == task.block_dim * cores_per_block) {
                 pending_.push_back(Pending{now_ns() + chip_.config().launch.completion, record, records_[record].stream});
@@ -183,8 +175,7 @@ std::string TaskScheduler::describe_stuck() const {
   return out;
 }
 
-void TaskScheduler::run(hw::chip::ControlCpu& cpu) {
-  (void)cpu;
+void TaskScheduler::run() {
   for (;;) {
     for (bool progress = true; progress;) {
       progress = false;

@@ -51,7 +51,7 @@ class TaskScheduler {
   // The driver's doorbell: new descriptors are in some ring.
   void doorbell() { wakeup_.notify(sc_core::SC_ZERO_TIME); }
   // The firmware's main loop; runs forever on the control CPU (start it with ControlCpu::start).
-  void run(hw::chip::ControlCpu& cpu);
+  void run();
 
   // Notified when a completion descriptor was written.
   const sc_core::sc_event& completed() const { return completed_; }

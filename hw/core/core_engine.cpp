@@ -417,7 +417,7 @@ void CoreEngine::execute(int p, Entry e, std::uint64_t start) {
     default: {
       const InstrCost c = instr_cost(cfg_, in);
       if (c.gm && isa::gm_segments(in) > 0) {
-        if (!gm_chunk(ps, e, start, &end, &done)) {
+        if (!gm_chunk(ps, e, c, start, &end, &done)) {
           // More chunks: the pipe stays with this instruction until its last chunk is accepted.
           ps.continuing = true;
           ps.queue.push_front(std::move(e));
@@ -461,9 +461,9 @@ void CoreEngine::run_semantics(const isa::Instr& in, Pipe pipe) {
   }
 }
 
-bool CoreEngine::gm_chunk(PipeState& ps, Entry& e, std::uint64_t start, std::uint64_t* end, std::uint64_t* done) {
+bool CoreEngine::gm_chunk(PipeState& ps, Entry& e, const InstrCost& c, std::uint64_t start, std::uint64_t* end,
+                          std::uint64_t* done) {
   const isa::Instr& in = e.in;
-  const InstrCost c = instr_cost(cfg_, in);
   std::uint64_t request = start;
   if (!e.started) {
     e.started = true;

@@ -27,6 +27,7 @@
 
 #include "common/config/chip_config.hpp"
 #include "common/util/error.hpp"
+#include "hw/core/cost_model.hpp"
 #include "hw/core/cross_core.hpp"
 #include "hw/isa/instr.hpp"
 #include "hw/isa/semantics.hpp"
@@ -168,7 +169,8 @@ class CoreEngine {
   [[noreturn]] void deadlock(const std::string& waiting_for) const;
   void execute(int p, Entry e, std::uint64_t start);
   // One chunk of a GM access; returns true when the instruction is complete.
-  bool gm_chunk(PipeState& ps, Entry& e, std::uint64_t start, std::uint64_t* end, std::uint64_t* done);
+  bool gm_chunk(PipeState& ps, Entry& e, const InstrCost& c, std::uint64_t start, std::uint64_t* end,
+                std::uint64_t* done);
   void record(PipeState& ps, std::uint64_t start, std::uint64_t end);
   void run_semantics(const isa::Instr& in, isa::Pipe pipe);
   void scalar_busy(std::uint64_t cycles);

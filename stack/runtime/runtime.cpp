@@ -199,7 +199,7 @@ void Device::memcpy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t byte
 }
 
 void Device::run(const std::function<void(Device&)>& host) {
-  chip_->control_cpu().start([this](hw::chip::ControlCpu& cpu) { ts_->run(cpu); });
+  chip_->control_cpu().start([this](hw::chip::ControlCpu&) { ts_->run(); });
   sc_core::sc_spawn([this, &host] {
     try {
       host(*this);

@@ -70,6 +70,7 @@ class Device {
   double now_ns() const { return sc_core::sc_time_stamp().to_seconds() * 1e9; }
 
   hw::chip::Chip& chip() { return *chip_; }
+  const hw::chip::Chip& chip() const { return *chip_; }
   const std::vector<fw::ts::TaskRecord>& tasks() const { return ts_->records(); }
   const std::vector<ApiCall>& api_calls() const { return api_; }
   // When the host submitted task `id` (ns).

@@ -49,8 +49,24 @@ PipeUse pipe_use(const fw::ts::TaskRecord& t) {
 
 }  // namespace
 
+// Counter tracks of the memory system over time: HBM and L2 bandwidth and L2 hit rate per sim.counter_interval.
+void write_memory_counters(traces::ChromeTraceWriter& w, const hw::mem::MemorySystem& ms) {
+  const int pid = w.add_process("Memory", -1);
+  const double bin_ns = static_cast<double>(ms.bin_cycles()) * ms.ns_per_cycle();
+  const auto& bins = ms.bins();
+  for (std::size_t i = 0; i < bins.size(); ++i) {
+    const double ts = static_cast<double>(i) * bin_ns;
+    w.counter(pid, "HBM", ts, {{"GB/s", static_cast<double>(bins[i].hbm_bytes) / bin_ns}});
+    const std::uint64_t looks = bins[i].l2_hits + bins[i].l2_misses;
+    w.counter(pid, "L2 hit rate", ts,
+              {{"hit rate", looks ? static_cast<double>(bins[i].l2_hits) / static_cast<double>(looks) : 0.0}});
+    w.counter(pid, "L2", ts, {{"GB/s", static_cast<double>(bins[i].l2_bytes) / bin_ns}});
+  }
+}
+
 void write_runtime_trace(traces::ChromeTraceWriter& w, const Device& dev,
                          std::map<std::uint32_t, hw::chip::PipeTrace*>& cores) {
+  if (const hw::mem::MemorySystem* ms = dev.chip().memory_system()) write_memory_counters(w, *ms);
   const int host = w.add_process("Host", -3);
   const int api = w.add_track(host, "API", 0);
   const int rt = w.add_process("Runtime/TS", -2);
@@ -78,7 +94,7 @@ void write_runtime_trace(traces::ChromeTraceWriter& w, const Device& dev,
   std::vector<const fw::ts::TaskRecord*> tasks;
   for (const auto& t : dev.tasks()) tasks.push_back(&t);
   std::sort(tasks.begin(), tasks.end(), [](auto* a, auto* b) { return a->fetched_ns < b->fetched_ns; });
-  const double hz = const_cast<Device&>(dev).chip().config().clock.core_hz;
+  const double hz = dev.chip().config().clock.core_hz;
   for (const auto* t : tasks) {
     const double submitted = dev.submitted_ns(t->task_id);
     w.slice(rt, stream_track[t->stream], t->name, t->fetched_ns, std::max(0.0, t->end_ns - t->fetched_ns), type_name(t->type),
@@ -87,12 +103,9 @@ void write_runtime_trace(traces::ChromeTraceWriter& w, const Device& dev,
     // A flow from the launch call to the kernel's first block, on its core's scalar track.
     if (t->type == fw::ts::TaskType::kKernel && !t->runs.empty() && by_task.count(t->task_id)) {
       const auto first = std::min_element(t->runs.begin(), t->runs.end(), [](auto& a, auto& b) { return a.start < b.start; });
-      std::uint32_t index = UINT32_MAX;
-      for (std::size_t c = 0; c < const_cast<Device&>(dev).chip().core_count(); ++c)
-        if (const_cast<Device&>(dev).chip().core(c).identity().name == first->core) index = static_cast<std::uint32_t>(c);
-      if (cores.count(index)) {
+      if (cores.count(first->core_index)) {
         const ApiCall* call = by_task[t->task_id];
-        hw::chip::PipeTrace* pt = cores[index];
+        hw::chip::PipeTrace* pt = cores[first->core_index];
         w.flow_begin(t->task_id + 1, host, api, "launch", (call->start_ns + call->end_ns) / 2);
         w.flow_end(t->task_id + 1, pt->pid(), pt->tid(Pipe::kS), "launch", static_cast<double>(first->start) / hz * 1e9 + 0.5e9 / hz);
       }
@@ -133,7 +146,7 @@ void write_op_summary(const std::string& path, const Device& dev) {
 }
 
 nlohmann::json runtime_report(const Device& dev) {
-  Device& d = const_cast<Device&>(dev);
+  const Device& d = dev;
   const double hz = d.chip().config().clock.core_hz;
   double first = 1e300, last = 0;
   nlohmann::json tasks = nlohmann::json::array();
