@@ -104,7 +104,7 @@ int run_op_command(const OpOptions& opts) {
   const config::LoadedConfig loaded = config::load_config(opts.config, opts.sets);
   // Shapes and tiling are checked before anything is simulated.
   const std::vector<ops::TensorDesc> inputs = op->inputs(params, dtype);
-  const ops::OpPlan plan = op->plan(inputs, loaded.chip);
+  const ops::OpPlan plan = op->plan(inputs, params, loaded.chip);
   const hw::core::Mode mode = opts.check ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
 
   RunOutputs outputs(opts.trace, opts.summary, loaded.chip.clock.core_hz);
@@ -127,6 +127,7 @@ int run_op_command(const OpOptions& opts) {
       d.memcpy_async(buffers.back(), in_bytes[i].empty() ? nullptr : in_bytes[i].data(), inputs[i].bytes(), s);
     }
     for (const auto& o : plan.outputs) buffers.push_back(d.malloc(o.bytes()));
+    if (plan.workspace_bytes) buffers.push_back(d.malloc(plan.workspace_bytes));
     d.launch(opts.name, plan.type, plan.block_dim, plan.kernel(buffers), s);
     for (std::size_t i = 0; i < plan.outputs.size(); ++i) {
       if (mode == hw::core::Mode::kFunctional) out_bytes[i].resize(plan.outputs[i].bytes());
@@ -144,9 +145,15 @@ int run_op_command(const OpOptions& opts) {
   for (const auto& t : inputs) shapes.push_back(ops::shape_string(t.shape));
   report["op"]["inputs"] = shapes;
   report["op"]["output"] = ops::shape_string(plan.outputs[0].shape);
+  report["op"]["workspace_bytes"] = plan.workspace_bytes;
+  if (plan.flops > 0) {
+    // Achieved rate over the kernel's own span (first block start to last block end), in 10^12 FLOP/s.
+    report["op"]["flops"] = plan.flops;
+    report["op"]["tflops"] = plan.flops / (report["kernel"]["time_us"].get<double>() * 1e-6) / 1e12;
+  }
   int status = 0;
   if (opts.check) {
-    const std::vector<ops::HostTensor> ref = op->reference(inputs, in_values);
+    const std::vector<ops::HostTensor> ref = op->reference(inputs, params, in_values);
     double max_abs = 0, max_rel = 0;
     bool passed = true;
     for (std::size_t o = 0; o < plan.outputs.size(); ++o) {
@@ -170,6 +177,8 @@ int run_op_command(const OpOptions& opts) {
               << report["op"]["output"].get<std::string>() << " on " << loaded.chip.name << "\n";
     std::cout << "  kernel      " << report["kernel"]["cycles"].get<std::uint64_t>() << " cycles, "
               << report["kernel"]["time_us"].get<double>() << " us on " << plan.block_dim << " block(s)\n";
+    if (report["op"].contains("tflops"))
+      std::cout << "  achieved    " << report["op"]["tflops"].get<double>() << " TFLOPS\n";
     std::cout << "  HBM         " << report["memory"]["hbm_avg_GBps"].get<double>() << " GB/s\n";
     if (report.contains("check"))
       std::cout << "  check       " << (status ? "FAILED" : "passed") << " (max abs err "

@@ -103,6 +103,7 @@ void reflect(Visitor& v, ChipConfig& c) {
     reflect_path(v, "l1_to_ub", c.mte.l1_to_ub, 128, 4, "MTE1 L1 -> UB (coupled cores)");
     reflect_path(v, "ub_to_l1", c.mte.ub_to_l1, 128, 4, "MTE3 UB -> L1 (coupled cores, assumed)");
     reflect_path(v, "l0c_to_ub", c.mte.l0c_to_ub, 256, 4, "L0C -> UB (coupled cores)");
+    reflect_path(v, "l1_to_bt", c.mte.l1_to_bt, 64, 4, "MTE1 L1 -> bias table, converting to fp32 (assumed; rate in BT bytes)");
   }
   reflect_path(v, "fixpipe", c.fixpipe, 128, 20, "FixPipe L0C -> GM/L1 with format conversion (assumed)");
   {
@@ -381,7 +382,7 @@ std::vector<Problem> check_consistency(const ChipConfig& c) {
   const Path paths[] = {{"mte.gm_to_ub", c.mte.gm_to_ub},   {"mte.gm_to_l1", c.mte.gm_to_l1},
                         {"mte.ub_to_gm", c.mte.ub_to_gm},   {"mte.l1_to_l0a", c.mte.l1_to_l0a},
                         {"mte.l1_to_l0b", c.mte.l1_to_l0b}, {"mte.l1_to_ub", c.mte.l1_to_ub},
-                        {"mte.ub_to_l1", c.mte.ub_to_l1},   {"mte.l0c_to_ub", c.mte.l0c_to_ub},
+                        {"mte.ub_to_l1", c.mte.ub_to_l1},   {"mte.l0c_to_ub", c.mte.l0c_to_ub}, {"mte.l1_to_bt", c.mte.l1_to_bt},
                         {"fixpipe", c.fixpipe}};
   for (const Path& path : paths) {
     if (path.p.bytes_per_cycle <= 0) add(std::string(path.key) + ".bytes_per_cycle", "must be positive");

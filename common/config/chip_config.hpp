@@ -58,7 +58,7 @@ struct PathParams {
 };
 
 struct MteParams {
-  PathParams gm_to_ub, gm_to_l1, ub_to_gm, l1_to_l0a, l1_to_l0b, l1_to_ub, ub_to_l1, l0c_to_ub;
+  PathParams gm_to_ub, gm_to_l1, ub_to_gm, l1_to_l0a, l1_to_l0b, l1_to_ub, ub_to_l1, l0c_to_ub, l1_to_bt;
 };
 
 struct ScalarParams {

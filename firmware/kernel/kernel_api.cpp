@@ -178,7 +178,7 @@ TQueBase::TQueBase(TPosition pos) : pos_(pos) {
     case TPosition::VECIN: producer_ = PIPE_MTE2; consumer_ = PIPE_V; break;
     case TPosition::VECOUT: case TPosition::CO2: producer_ = PIPE_V; consumer_ = PIPE_MTE3; break;
     case TPosition::A1: case TPosition::B1: producer_ = PIPE_MTE2; consumer_ = PIPE_MTE1; break;
-    case TPosition::A2: case TPosition::B2: producer_ = PIPE_MTE1; consumer_ = PIPE_M; break;
+    case TPosition::A2: case TPosition::B2: case TPosition::C2: producer_ = PIPE_MTE1; consumer_ = PIPE_M; break;
     case TPosition::CO1: producer_ = PIPE_M; consumer_ = PIPE_FIX; break;
     default: producer_ = consumer_ = PIPE_S; break;
   }

@@ -378,6 +378,24 @@ void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadDa
   detail::issue(in);
 }
 
+// L1 -> bias table (C2): `count` bias values converted to fp32 (MTE1).
+template <class T>
+void DataCopyBias(const LocalTensor<float>& dst, const LocalTensor<T>& src, std::uint32_t count, SourceLoc where = here()) {
+  if (dst.space() != hw::isa::Space::kBiasTable || src.space() != hw::isa::Space::kL1)
+    detail::bad_param("DataCopyBias", "copies from L1 to the bias table", where);
+  hw::isa::Instr in;
+  in.op = hw::isa::Op::kLoadBias;
+  in.dtype = hw::isa::DType::kFp32;
+  in.src_dtype = dtype_of<T>();
+  in.dst_space = dst.space();
+  in.src_space = src.space();
+  in.dst = dst.address();
+  in.src0 = src.address();
+  in.copy.cols = count;
+  in.where = where;
+  detail::issue(in);
+}
+
 namespace detail {
 // The Cube and FixPipe instructions shared by the overloads below; the operand spaces are checked here because
 // the instruction names its spaces by role (a LocalTensor in the wrong buffer would otherwise be read as L0A).

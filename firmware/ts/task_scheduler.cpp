@@ -176,12 +176,15 @@ std::string TaskScheduler::describe_stuck() const {
 }
 
 void TaskScheduler::run() {
+  // Completions closer than the kernel's time resolution are due now: a wait shorter than the resolution would
+  // round to zero and this loop would spin at the same time for ever.
+  const double resolution_ns = sc_core::sc_get_time_resolution().to_seconds() * 1e9;
   for (;;) {
     for (bool progress = true; progress;) {
       progress = false;
       const double now = now_ns();
       for (std::size_t i = 0; i < pending_.size();) {
-        if (pending_[i].at_ns <= now + 1e-6) {
+        if (pending_[i].at_ns < now + resolution_ns) {
           const Pending p = pending_[i];
           pending_.erase(pending_.begin() + static_cast<std::ptrdiff_t>(i));
           complete_copy(p.record);

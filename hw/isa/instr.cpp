@@ -54,6 +54,7 @@ std::string_view op_name(Op op) {
     case Op::kCopyPad: return "DataCopyPad";
     case Op::kCopyNd2Nz: return "DataCopyNd2Nz";
     case Op::kLoad2d: return "LoadData";
+    case Op::kLoadBias: return "DataCopyBias";
     case Op::kMmad: return "Mmad";
     case Op::kFixpipe: return "Fixpipe";
     case Op::kCopyL0cToUb: return "DataCopyL0cToUb";
@@ -118,6 +119,7 @@ std::uint64_t payload_bytes(const Instr& in) {
     case Op::kCopyPad: return static_cast<std::uint64_t>(c.nburst) * c.burst_bytes;
     case Op::kCopyNd2Nz: return static_cast<std::uint64_t>(c.rows) * c.cols * dtype_bytes(in.dtype);
     case Op::kLoad2d: return static_cast<std::uint64_t>(c.repeat) * 512;
+    case Op::kLoadBias: return static_cast<std::uint64_t>(c.cols) * 4;
     case Op::kFixpipe: return static_cast<std::uint64_t>(in.cube.m) * in.cube.n * dtype_bytes(in.dtype);
     default: return 0;
   }
@@ -215,7 +217,7 @@ Pipe pipe_of(const Instr& in) {
       return Pipe::kAll;
     }
     case Op::kCopyNd2Nz: return Pipe::kMte2;
-    case Op::kLoad2d: return Pipe::kMte1;
+    case Op::kLoad2d: case Op::kLoadBias: return Pipe::kMte1;
     case Op::kMmad: return Pipe::kM;
     case Op::kFixpipe: return Pipe::kFix;
     case Op::kCopyL0cToUb: return Pipe::kV;

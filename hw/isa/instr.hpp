@@ -32,6 +32,7 @@ enum class Op : std::uint8_t {
   kCopyPad,      // byte-granular bursts GM->UB (padded to 32 B in UB) or UB->GM
   kCopyNd2Nz,    // GM ND matrix -> L1 NZ fractals
   kLoad2d,       // L1 -> L0A/L0B fractal load, optional 16x16 transpose
+  kLoadBias,     // L1 (fp16/bf16/fp32) -> bias table (fp32), copy.cols elements
   // Cube
   kMmad,
   // FixPipe

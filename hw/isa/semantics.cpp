@@ -404,6 +404,16 @@ void exec_load2d(const Instr& in, MemoryView& mem) {
   }
 }
 
+void exec_load_bias(const Instr& in, MemoryView& mem) {
+  const std::uint32_t es = dtype_bytes(in.src_dtype);
+  const std::uint8_t* s = mem.local(in.src_space, in.src0, static_cast<std::uint64_t>(in.copy.cols) * es);
+  std::uint8_t* d = mem.local(in.dst_space, in.dst, static_cast<std::uint64_t>(in.copy.cols) * 4);
+  for (std::uint32_t i = 0; i < in.copy.cols; ++i) {
+    const float v = load_f(s + static_cast<std::size_t>(i) * es, in.src_dtype);
+    std::memcpy(d + static_cast<std::size_t>(i) * 4, &v, 4);
+  }
+}
+
 void exec_mmad(const Instr& in, MemoryView& mem) {
   const CubeArgs& q = in.cube;
   const DType a_t = in.src_dtype;
@@ -487,6 +497,7 @@ void execute(const Instr& in, MemoryView& mem) {
     case Op::kCopyPad: exec_copy_pad(in, mem); return;
     case Op::kCopyNd2Nz: exec_nd2nz(in, mem); return;
     case Op::kLoad2d: exec_load2d(in, mem); return;
+    case Op::kLoadBias: exec_load_bias(in, mem); return;
     case Op::kMmad: exec_mmad(in, mem); return;
     case Op::kFixpipe: exec_fixpipe(in, mem); return;
     case Op::kSetFlag: case Op::kWaitFlag: case Op::kBarrier: case Op::kCrossSet: case Op::kCrossWait:
@@ -547,6 +558,10 @@ AccessList accesses(const Instr& in) {
       if (c.repeat == 0) return list;
       list.add(in.src_space, in.src0, static_cast<std::uint64_t>(c.repeat - 1) * c.src_stride + kFractalBytes, false, "src");
       list.add(in.dst_space, in.dst, static_cast<std::uint64_t>(c.repeat) * kFractalBytes, true, "dst");
+      return list;
+    case Op::kLoadBias:
+      list.add(in.src_space, in.src0, static_cast<std::uint64_t>(c.cols) * dtype_bytes(in.src_dtype), false, "src");
+      list.add(in.dst_space, in.dst, static_cast<std::uint64_t>(c.cols) * 4, true, "dst");
       return list;
     case Op::kMmad: {
       const CubeArgs& q = in.cube;

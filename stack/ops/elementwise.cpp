@@ -7,12 +7,11 @@
 #include <cmath>
 
 #include "common/util/error.hpp"
-#include "firmware/kernel/kernel_api.hpp"
+#include "stack/ops/kernel_util.hpp"
 #include "stack/ops/op.hpp"
 
 namespace npusim::stack::ops {
 
-using namespace fw::kernel;
 using hw::isa::DType;
 
 namespace {
@@ -26,28 +25,6 @@ void binary(Bin op, const LocalTensor<T>& d, const LocalTensor<T>& a, const Loca
     case Bin::kSub: Sub(d, a, b, n); break;
     case Bin::kMul: Mul(d, a, b, n); break;
     case Bin::kDiv: Div(d, a, b, n); break;
-  }
-}
-
-// Copies `n` elements GM -> UB; a length that is not whole 32 B blocks uses the padded copy.
-template <class T>
-void copy_in(const LocalTensor<T>& dst, GM_ADDR src, std::uint64_t n) {
-  GlobalTensor<T> g;
-  g.SetGlobalBuffer(src);
-  if ((n * sizeof(T)) % 32 == 0) {
-    DataCopy(dst, g, n);
-  } else {
-    DataCopyPad(dst, g, DataCopyExtParams{1, static_cast<std::uint32_t>(n * sizeof(T)), 0, 0}, DataCopyPadExtParams<T>{});
-  }
-}
-template <class T>
-void copy_out(GM_ADDR dst, const LocalTensor<T>& src, std::uint64_t n) {
-  GlobalTensor<T> g;
-  g.SetGlobalBuffer(dst);
-  if ((n * sizeof(T)) % 32 == 0) {
-    DataCopy(g, src, n);
-  } else {
-    DataCopyPad(g, src, DataCopyExtParams{1, static_cast<std::uint32_t>(n * sizeof(T)), 0, 0});
   }
 }
 
@@ -93,8 +70,9 @@ void binary_kernel(Bin op, GM_ADDR a, GM_ADDR b, GM_ADDR out, std::uint64_t n, s
   pipe.InitBuffer(bb, (period * sizeof(T) + 31) / 32 * 32);
   LocalTensor<T> lb = bb.Get<T>();
   copy_in(lb, b, period);
-  SetFlag<HardEvent::MTE2_V>(7);
-  WaitFlag<HardEvent::MTE2_V>(7);
+  const std::uint32_t loaded = pipe.AllocEventID(PIPE_MTE2, PIPE_V);
+  set_flag(PIPE_MTE2, PIPE_V, loaded);
+  wait_flag(PIPE_MTE2, PIPE_V, loaded);
   const std::uint64_t row_stride = (period * sizeof(T) + 31) / 32 * 32 / sizeof(T);  // a row in UB, 32 B aligned
   const std::uint64_t rows_per_tile = std::max<std::uint64_t>(1, tile / row_stride);
   const std::uint64_t row0 = first / period, rows = count / period;
@@ -127,7 +105,7 @@ OpDef binary_op(const std::string& name, Bin op) {
   d.summary = "elementwise " + name + " with broadcasting of b over leading dimensions";
   d.params = {"shape", "shape_b"};
   if (op == Bin::kDiv) d.input_ranges = {{-1.0f, 1.0f}, {0.5f, 2.0f}};  // divisors away from 0
-  d.inputs = [](const std::map<std::string, std::string>& p, DType t) {
+  d.inputs = [](const Params& p, DType t) {
     const auto it = p.find("shape");
     if (it == p.end()) throw InputError("parameter 'shape' is required, e.g. -p shape=1024x1024");
     const Shape a = parse_shape(it->second);
@@ -135,7 +113,7 @@ OpDef binary_op(const std::string& name, Bin op) {
     const Shape b = jt == p.end() ? a : parse_shape(jt->second);
     return std::vector<TensorDesc>{{a, t}, {b, t}};
   };
-  d.plan = [op, name](const std::vector<TensorDesc>& in, const config::ChipConfig& chip) {
+  d.plan = [op, name](const std::vector<TensorDesc>& in, const Params&, const config::ChipConfig& chip) {
     const Shape& a = in[0].shape;
     Shape b = in[1].shape;
     while (b.size() > 1 && b.front() == 1) b.erase(b.begin());  // leading 1s broadcast
@@ -173,7 +151,7 @@ OpDef binary_op(const std::string& name, Bin op) {
     };
     return plan;
   };
-  d.reference = [op](const std::vector<TensorDesc>& in, const std::vector<HostTensor>& v) {
+  d.reference = [op](const std::vector<TensorDesc>& in, const Params&, const std::vector<HostTensor>& v) {
     const std::uint64_t n = elements(in[0].shape), period = v[1].size();
     HostTensor out(n);
     for (std::uint64_t i = 0; i < n; ++i) {

@@ -7,6 +7,7 @@
 namespace npusim::stack::ops {
 
 std::vector<OpDef> elementwise_ops();
+std::vector<OpDef> matmul_ops();
 
 std::string shape_string(const Shape& s) {
   std::string out;
@@ -52,6 +53,7 @@ const std::vector<OpDef>& all_ops() {
   static const std::vector<OpDef> ops = [] {
     std::vector<OpDef> v;
     for (auto& op : elementwise_ops()) v.push_back(std::move(op));
+    for (auto& op : matmul_ops()) v.push_back(std::move(op));
     return v;
   }();
   return ops;

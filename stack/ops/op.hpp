@@ -15,6 +15,7 @@
 namespace npusim::stack::ops {
 
 using Shape = std::vector<std::uint64_t>;
+using Params = std::map<std::string, std::string>;  // -p key=value
 std::string shape_string(const Shape& s);
 // "4x32x64" -> {4, 32, 64}; throws InputError naming the text.
 Shape parse_shape(const std::string& text);
@@ -34,8 +35,12 @@ struct OpPlan {
   fw::kernel::KernelType type = fw::kernel::KernelType::kVector;
   std::uint32_t block_dim = 1;
   std::map<std::string, double> tiling;
+  // Device scratch the kernel needs besides its inputs and outputs (aclnn's "workspace size"); passed last.
+  std::uint64_t workspace_bytes = 0;
+  // Floating-point operations of the call (0: not a compute op), for TFLOPS.
+  double flops = 0;
   // The kernel for device buffers: inputs then outputs, in the order of the descriptions.
-  std::function<std::function<void()>(const std::vector<std::uint64_t>& buffers)> kernel;
+  std::function<std::function<void()>(const std::vector<std::uint64_t>& buffers)> kernel;  // + workspace
 };
 
 // Host-side values for the CPU reference: each tensor as fp32 (computed from the same fp16/bf16 inputs).
@@ -45,11 +50,12 @@ struct OpDef {
   std::string name;
   std::string summary;
   // The inputs an op call takes, from the -p parameters (shapes) and the dtype.
-  std::function<std::vector<TensorDesc>(const std::map<std::string, std::string>& params, hw::isa::DType)> inputs;
+  std::function<std::vector<TensorDesc>(const Params& params, hw::isa::DType)> inputs;
   // Shape/dtype inference and tiling for the chip; throws InputError for shapes the op cannot take.
-  std::function<OpPlan(const std::vector<TensorDesc>& in, const config::ChipConfig& chip)> plan;
+  std::function<OpPlan(const std::vector<TensorDesc>& in, const Params& params, const config::ChipConfig& chip)> plan;
   // The CPU reference in fp32.
-  std::function<std::vector<HostTensor>(const std::vector<TensorDesc>& in, const std::vector<HostTensor>& values)>
+  std::function<std::vector<HostTensor>(const std::vector<TensorDesc>& in, const Params& params,
+                                         const std::vector<HostTensor>& values)>
       reference;
   std::vector<std::string> params;  // parameter names, for errors and help
   // Range of the random values of each input (default [-1, 1)); e.g. a divisor kept away from 0.

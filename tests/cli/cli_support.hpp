@@ -11,6 +11,8 @@
 #include <sstream>
 #include <string>
 
+#include <nlohmann/json.hpp>
+
 namespace npusim_test {
 
 struct Result {
@@ -39,6 +41,13 @@ inline Result run(const std::string& args) {
   r.err = ss.str();
   std::remove(err_path.c_str());
   return r;
+}
+
+// `npusim op ARGS --json`, expected to succeed.
+inline nlohmann::json op_json(const std::string& args) {
+  Result r = run("op " + args + " --json");
+  EXPECT_EQ(r.status, 0) << args << "\n" << r.err;
+  return r.status == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
 }
 
 inline std::string write_file(const std::string& name, const std::string& text) {

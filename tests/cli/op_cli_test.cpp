@@ -9,14 +9,9 @@
 
 namespace {
 
+using npusim_test::op_json;
 using npusim_test::Result;
 using npusim_test::run;
-
-nlohmann::json op_json(const std::string& args) {
-  Result r = run("op " + args + " --json");
-  EXPECT_EQ(r.status, 0) << args << "\n" << r.err;
-  return r.status == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
-}
 
 TEST(OpCli, ElementwiseOpsMatchTheReferenceOnEveryDtypeAndChip) {
   struct Case {

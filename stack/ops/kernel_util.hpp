@@ -1,0 +1,152 @@
+// Device-side helpers shared by the op kernels: copies of whole or partial rows between GM and UB, and the fp32
+// vector math the kernels compose (GELU in its erf and tanh forms, SiLU). Everything here issues ordinary
+// firmware/kernel instructions; nothing is computed on the host.
+#pragma once
+
+#include <cmath>
+#include <cstdint>
+
+#include "firmware/kernel/kernel_api.hpp"
+
+namespace npusim::stack::ops {
+
+using namespace fw::kernel;
+
+constexpr std::uint64_t ceil_to(std::uint64_t v, std::uint64_t m) { return (v + m - 1) / m * m; }
+constexpr std::uint64_t ceil_div(std::uint64_t v, std::uint64_t m) { return (v + m - 1) / m; }
+
+// Copies `n` contiguous elements GM -> UB; a length that is not whole 32 B blocks uses the padded copy.
+template <class T>
+void copy_in(const LocalTensor<T>& dst, GM_ADDR src, std::uint64_t n) {
+  GlobalTensor<T> g;
+  g.SetGlobalBuffer(src);
+  if ((n * sizeof(T)) % 32 == 0) {
+    DataCopy(dst, g, n);
+  } else {
+    DataCopyPad(dst, g, DataCopyExtParams{1, static_cast<std::uint32_t>(n * sizeof(T)), 0, 0}, DataCopyPadExtParams<T>{});
+  }
+}
+template <class T>
+void copy_out(GM_ADDR dst, const LocalTensor<T>& src, std::uint64_t n) {
+  GlobalTensor<T> g;
+  g.SetGlobalBuffer(dst);
+  if ((n * sizeof(T)) % 32 == 0) {
+    DataCopy(g, src, n);
+  } else {
+    DataCopyPad(g, src, DataCopyExtParams{1, static_cast<std::uint32_t>(n * sizeof(T)), 0, 0});
+  }
+}
+
+// Elements of a row of `n` elements in UB (rows start 32 B-aligned).
+template <class T>
+constexpr std::uint64_t ub_row(std::uint64_t n) {
+  return ceil_to(n * sizeof(T), 32) / sizeof(T);
+}
+
+// `rows` rows of `n` elements, `gm_stride` elements apart in GM -> UB rows of ub_row<T>(n) elements.
+template <class T>
+void copy_rows_in(const LocalTensor<T>& dst, GM_ADDR src, std::uint64_t rows, std::uint64_t n, std::uint64_t gm_stride) {
+  GlobalTensor<T> g;
+  g.SetGlobalBuffer(src);
+  DataCopyPad(dst, g,
+              DataCopyExtParams{static_cast<std::uint16_t>(rows), static_cast<std::uint32_t>(n * sizeof(T)),
+                                static_cast<std::uint32_t>((gm_stride - n) * sizeof(T)), 0},
+              DataCopyPadExtParams<T>{});
+}
+template <class T>
+void copy_rows_out(GM_ADDR dst, const LocalTensor<T>& src, std::uint64_t rows, std::uint64_t n, std::uint64_t gm_stride) {
+  GlobalTensor<T> g;
+  g.SetGlobalBuffer(dst);
+  DataCopyPad(g, src,
+              DataCopyExtParams{static_cast<std::uint16_t>(rows), static_cast<std::uint32_t>(n * sizeof(T)), 0,
+                                static_cast<std::uint32_t>((gm_stride - n) * sizeof(T))});
+}
+
+// Casts between the op's element type and fp32 (a copy when T is fp32).
+template <class D, class S>
+void convert(const LocalTensor<D>& dst, const LocalTensor<S>& src, std::uint64_t n) {
+  if constexpr (std::is_same_v<D, S>) {
+    Adds(dst, src, 0.0f, n);
+  } else {
+    Cast(dst, src, RoundMode::CAST_RINT, n);
+  }
+}
+
+enum class Activation : std::uint8_t { kNone, kRelu, kGeluErf, kGeluTanh, kSilu };
+
+// GELU, tanh form: x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)) = 0.5 x (1 + tanh(...)). Needs one temporary.
+inline void gelu_tanh(const LocalTensor<float>& y, const LocalTensor<float>& x, const LocalTensor<float>& t,
+                      std::uint64_t n) {
+  const float k = static_cast<float>(-2.0 * std::sqrt(2.0 / M_PI));
+  Mul(t, x, x, n);
+  Mul(t, t, x, n);
+  Muls(t, t, 0.044715f, n);
+  Add(t, t, x, n);
+  Muls(t, t, k, n);
+  Exp(t, t, n);
+  Adds(t, t, 1.0f, n);
+  Div(y, x, t, n);
+}
+
+// GELU, erf form: 0.5 (x + |x| erf(|x| / sqrt 2)) with erf from Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7):
+// erf(z) = 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) exp(-z^2), t = 1 / (1 + p z). Needs three temporaries.
+inline void gelu_erf(const LocalTensor<float>& y, const LocalTensor<float>& x, const LocalTensor<float>& a,
+                     const LocalTensor<float>& b, const LocalTensor<float>& c, std::uint64_t n) {
+  constexpr float p = 0.3275911f, a1 = 0.254829592f, a2 = -0.284496736f, a3 = 1.421413741f, a4 = -1.453152027f,
+                  a5 = 1.061405429f;
+  Abs(a, x, n);
+  Muls(a, a, static_cast<float>(1.0 / std::sqrt(2.0)), n);  // z
+  Mul(b, a, a, n);
+  Muls(b, b, -1.0f, n);
+  Exp(b, b, n);  // exp(-z^2)
+  Muls(a, a, p, n);
+  Adds(a, a, 1.0f, n);
+  Reciprocal(a, a, n);  // t
+  Muls(c, a, a5, n);
+  for (float coef : {a4, a3, a2, a1}) {
+    Adds(c, c, coef, n);
+    Mul(c, c, a, n);
+  }
+  Mul(c, c, b, n);
+  Muls(c, c, -1.0f, n);
+  Adds(c, c, 1.0f, n);  // erf(z)
+  Abs(a, x, n);
+  Mul(a, a, c, n);
+  Add(a, a, x, n);
+  Muls(y, a, 0.5f, n);
+}
+
+// SiLU: x * sigmoid(x) = x / (1 + exp(-x)). Needs one temporary.
+inline void silu(const LocalTensor<float>& y, const LocalTensor<float>& x, const LocalTensor<float>& t, std::uint64_t n) {
+  Muls(t, x, -1.0f, n);
+  Exp(t, t, n);
+  Adds(t, t, 1.0f, n);
+  Div(y, x, t, n);
+}
+
+// Applies `act` in place on fp32 values; `a`, `b`, `c` are temporaries of at least n elements.
+inline void activate(Activation act, const LocalTensor<float>& x, const LocalTensor<float>& a, const LocalTensor<float>& b,
+                     const LocalTensor<float>& c, std::uint64_t n) {
+  switch (act) {
+    case Activation::kNone: return;
+    case Activation::kRelu: Relu(x, x, n); return;
+    case Activation::kGeluErf: gelu_erf(x, x, a, b, c, n); return;
+    case Activation::kGeluTanh: gelu_tanh(x, x, a, n); return;
+    case Activation::kSilu: silu(x, x, a, n); return;
+  }
+}
+
+// The host-side definitions the CPU references use.
+inline float activate_ref(Activation act, float x) {
+  switch (act) {
+    case Activation::kNone: return x;
+    case Activation::kRelu: return x > 0 ? x : 0.0f;
+    case Activation::kGeluErf: return static_cast<float>(0.5 * x * (1.0 + std::erf(x / std::sqrt(2.0))));
+    case Activation::kGeluTanh:
+      return static_cast<float>(0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))));
+    case Activation::kSilu: return static_cast<float>(x / (1.0 + std::exp(-static_cast<double>(x))));
+  }
+  return x;
+}
+
+}  // namespace npusim::stack::ops
