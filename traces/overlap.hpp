@@ -12,4 +12,10 @@ using Intervals = std::vector<std::pair<std::uint64_t, std::uint64_t>>;  // sort
 // Total length of the intersection of two sorted, disjoint interval lists.
 std::uint64_t overlap_length(const Intervals& a, const Intervals& b);
 
+// The union of several sorted, disjoint lists, itself sorted and disjoint.
+Intervals union_of(const std::vector<const Intervals*>& lists);
+
+// Total length of a sorted, disjoint list.
+std::uint64_t total_length(const Intervals& a);
+
 }  // namespace npusim::traces

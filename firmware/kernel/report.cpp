@@ -1,6 +1,7 @@
 #include "firmware/kernel/report.hpp"
 
 #include <algorithm>
+#include <map>
 
 #include "traces/overlap.hpp"
 
@@ -9,6 +10,15 @@ namespace npusim::fw::kernel {
 using hw::isa::Pipe;
 
 namespace {
+// The pipes a core of this kind has (docs/hw.md, "Pipes per core kind").
+bool has_pipe(hw::core::CoreKind kind, Pipe p) {
+  switch (kind) {
+    case hw::core::CoreKind::kCube: return p != Pipe::kV && p != Pipe::kMte3;
+    case hw::core::CoreKind::kVector: return p == Pipe::kS || p == Pipe::kMte2 || p == Pipe::kMte3 || p == Pipe::kV;
+    case hw::core::CoreKind::kCoupled: return true;
+  }
+  return true;
+}
 // The order of pipe names in overlap keys ("mte2_vector").
 constexpr Pipe kOrder[] = {Pipe::kS, Pipe::kMte1, Pipe::kMte2, Pipe::kMte3, Pipe::kM, Pipe::kV, Pipe::kFix};
 }  // namespace
@@ -21,12 +31,18 @@ nlohmann::json launch_report(const LaunchResult& r, const hw::chip::Chip& chip, 
   j["cycles"] = cycles;
   j["time_us"] = static_cast<double>(cycles) / hz * 1e6;
 
-  // Busy fraction per pipe: busy cycles summed over the cores that ran the task over duration x those cores.
+  // Busy fraction per pipe: busy cycles summed over the cores that ran the task and have the pipe, over duration x
+  // those cores (on split chips the cube pipes count the AIC, the vector pipes the AIV).
   nlohmann::json pipes = nlohmann::json::object();
-  const double denom = static_cast<double>(cycles) * std::max<std::uint32_t>(r.cores_used, 1);
   for (Pipe p : kOrder) {
     std::uint64_t busy = 0;
-    for (const CoreRun& run : r.runs) busy += run.pipes[static_cast<int>(p)].busy;
+    std::vector<std::uint32_t> cores;
+    for (const CoreRun& run : r.runs) {
+      if (!has_pipe(run.kind, p)) continue;
+      busy += run.pipes[static_cast<int>(p)].busy;
+      if (std::find(cores.begin(), cores.end(), run.core_index) == cores.end()) cores.push_back(run.core_index);
+    }
+    const double denom = static_cast<double>(cycles) * static_cast<double>(cores.size());
     pipes[std::string(hw::isa::pipe_metric_name(p))] = denom > 0 ? static_cast<double>(busy) / denom : 0.0;
   }
   nlohmann::json task;
@@ -61,6 +77,24 @@ nlohmann::json launch_report(const LaunchResult& r, const hw::chip::Chip& chip, 
       overlap[std::string(hw::isa::pipe_metric_name(kOrder[a])) + "_" +
               std::string(hw::isa::pipe_metric_name(kOrder[b]))] = static_cast<double>(both) / static_cast<double>(shorter);
     }
+  }
+  // Split chips: a block's cube and vector work sit on different cores. cube_vector is then the cycles in which
+  // a block's AIC computed while at least one of its AIV did, over the smaller of the two busy times (the AIV's
+  // busy time counted as the union of their intervals), summed over blocks.
+  if (!overlap.contains("cube_vector")) {
+    std::uint64_t both = 0, shorter = 0;
+    std::map<std::uint32_t, std::pair<std::vector<const traces::Intervals*>, std::vector<const traces::Intervals*>>> blocks;
+    for (const CoreRun& run : r.runs) {
+      if (run.kind == hw::core::CoreKind::kCube) blocks[run.block].first.push_back(&run.pipes[static_cast<int>(Pipe::kM)].intervals);
+      if (run.kind == hw::core::CoreKind::kVector) blocks[run.block].second.push_back(&run.pipes[static_cast<int>(Pipe::kV)].intervals);
+    }
+    for (const auto& [block, lists] : blocks) {
+      if (lists.first.empty() || lists.second.empty()) continue;
+      const traces::Intervals cube = traces::union_of(lists.first), vec = traces::union_of(lists.second);
+      both += traces::overlap_length(cube, vec);
+      shorter += std::min(traces::total_length(cube), traces::total_length(vec));
+    }
+    if (shorter > 0) overlap["cube_vector"] = static_cast<double>(both) / static_cast<double>(shorter);
   }
   j["overlap"] = overlap;
 

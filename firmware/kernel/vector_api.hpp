@@ -137,6 +137,36 @@ void Duplicate(const LocalTensor<T>& dst, S scalar, std::uint64_t count, SourceL
   detail::vec_count(s, count, where);
 }
 
+// Repeat form with a lane mask (count or two 64-bit words) and dst strides in 32 B blocks.
+template <class T, class S>
+void Duplicate(const LocalTensor<T>& dst, S scalar, const std::uint64_t mask[2], std::uint8_t repeat,
+               std::uint16_t dstBlkStride, std::uint8_t dstRepStride, SourceLoc where = here()) {
+  auto s = detail::spec(hw::isa::Op::kDuplicate, dst, dst, dst);
+  s.scalar = static_cast<double>(scalar);
+  detail::vec_repeat(s, detail::mask_bits(mask), repeat, {dstBlkStride, 1, 1, dstRepStride, 8, 8}, 1, where);
+}
+template <class T, class S>
+void Duplicate(const LocalTensor<T>& dst, S scalar, std::uint64_t mask, std::uint8_t repeat, std::uint16_t dstBlkStride,
+               std::uint8_t dstRepStride, SourceLoc where = here()) {
+  auto s = detail::spec(hw::isa::Op::kDuplicate, dst, dst, dst);
+  s.scalar = static_cast<double>(scalar);
+  detail::vec_repeat(s, hw::isa::Mask::count(static_cast<std::uint32_t>(mask)), repeat,
+                     {dstBlkStride, 1, 1, dstRepStride, 8, 8}, 1, where);
+}
+
+// Brcb: repeat r reads the 8 elements src[8r .. 8r+7] and fills dst block i of the repeat with element i
+// (a per-row scalar broadcast into 32 B blocks, strides in 32 B blocks).
+struct BrcbRepeatParams {
+  std::uint16_t dstBlkStride = 1;
+  std::uint16_t dstRepStride = 8;
+};
+template <class T>
+void Brcb(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::uint8_t repeat, const BrcbRepeatParams& p,
+          SourceLoc where = here()) {
+  detail::vec_repeat(detail::spec(hw::isa::Op::kBrcb, dst, src, src), hw::isa::Mask::count(256), repeat,
+                     {p.dstBlkStride, 1, 1, p.dstRepStride, 8, 8}, 1, where);
+}
+
 template <class D, class S>
 void Cast(const LocalTensor<D>& dst, const LocalTensor<S>& src, RoundMode mode, std::uint64_t count,
           SourceLoc where = here()) {

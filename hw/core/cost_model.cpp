@@ -51,7 +51,7 @@ std::uint64_t vector_op_latency(const config::VectorLatencies& l, isa::Op op) {
     case Op::kReciprocal: return l.reciprocal;
     case Op::kRelu: return l.relu;
     case Op::kCast: return l.cast;
-    case Op::kDuplicate: return l.duplicate;
+    case Op::kDuplicate: case Op::kBrcb: return l.duplicate;
     case Op::kReduceSum: case Op::kReduceMax: case Op::kReduceMin:
     case Op::kBlockReduceSum: case Op::kBlockReduceMax: case Op::kBlockReduceMin: return l.reduce;
     case Op::kCompare: return l.compare;
@@ -73,7 +73,8 @@ std::uint64_t vector_cycles_per_repeat(const config::ChipConfig& cfg, const isa:
   };
   const bool binary = in.op >= isa::Op::kAdd && in.op <= isa::Op::kMin;
   const isa::DType src_t = in.op == isa::Op::kCast ? in.src_dtype : in.dtype;
-  if (in.op != isa::Op::kDuplicate) touch(in.vec.src0, src_t, reads);
+  if (in.op == isa::Op::kBrcb) ++reads[(in.vec.src0.addr / block) % groups];  // one block of 8 sources
+  else if (in.op != isa::Op::kDuplicate) touch(in.vec.src0, src_t, reads);
   if (binary || in.op == isa::Op::kCompare || in.op == isa::Op::kSelect) touch(in.vec.src1, src_t, reads);
   const bool reduce = in.op >= isa::Op::kReduceSum && in.op <= isa::Op::kBlockReduceMin;
   if (!reduce && in.op != isa::Op::kCompare) touch(in.vec.dst, in.dtype, writes);

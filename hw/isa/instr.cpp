@@ -77,6 +77,7 @@ std::string_view op_name(Op op) {
     case Op::kRelu: return "Relu";
     case Op::kCast: return "Cast";
     case Op::kDuplicate: return "Duplicate";
+    case Op::kBrcb: return "Brcb";
     case Op::kReduceSum: return "WholeReduceSum";
     case Op::kReduceMax: return "WholeReduceMax";
     case Op::kReduceMin: return "WholeReduceMin";

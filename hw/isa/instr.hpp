@@ -45,6 +45,7 @@ enum class Op : std::uint8_t {
   // Vector, unary
   kExp, kLn, kAbs, kSqrt, kRsqrt, kReciprocal, kRelu,
   kCast, kDuplicate,
+  kBrcb,  // repeat r: the 8 elements src[8r .. 8r+7] each fill one 32 B block of dst
   // Vector, reductions
   kReduceSum, kReduceMax, kReduceMin,             // whole repeat -> one value
   kBlockReduceSum, kBlockReduceMax, kBlockReduceMin,  // each 32 B block -> one value

@@ -174,11 +174,11 @@ void exec_vector_elementwise(const Instr& in, Ub ub) {
   const bool binary = in.op >= Op::kAdd && in.op <= Op::kMin;
   const bool with_scalar = in.op >= Op::kAdds && in.op <= Op::kMins;
   const bool integer = in.dtype == DType::kInt32;
-  if (in.op != Op::kCast && in.op != Op::kDuplicate && !is_float(in.dtype) && !integer) {
+  if (in.op != Op::kCast && in.op != Op::kDuplicate && in.op != Op::kBrcb && !is_float(in.dtype) && !integer) {
     unsupported(in, "element type " + std::string(dtype_name(in.dtype)) + " is not supported");
   }
   if (integer && !(binary || with_scalar || in.op == Op::kAbs || in.op == Op::kRelu || in.op == Op::kCast ||
-                   in.op == Op::kDuplicate)) {
+                   in.op == Op::kDuplicate || in.op == Op::kBrcb)) {
     unsupported(in, "not defined for int32");
   }
   // The scalar operand has the element type (Ascend C passes it as a T): round it once.
@@ -192,6 +192,11 @@ void exec_vector_elementwise(const Instr& in, Ub ub) {
     for (std::uint32_t l = 0; l < lanes; ++l) {
       if (!v.mask.test(l)) continue;
       std::uint8_t* d = ub.at(lane_addr(v.dst, r, l, ds));
+      if (in.op == Op::kBrcb) {
+        const std::uint64_t src = v.src0.addr + (static_cast<std::uint64_t>(r) * 8 + l / (32 / ds)) * ds;
+        std::memmove(d, ub.at(src), ds);
+        continue;
+      }
       if (in.op == Op::kDuplicate) {
         if (is_float(in.dtype)) store_f(d, in.dtype, static_cast<float>(v.scalar));
         else store_i(d, in.dtype, static_cast<std::int64_t>(v.scalar));
@@ -433,19 +438,38 @@ void exec_mmad(const Instr& in, MemoryView& mem) {
     return b + (((kk / k0) * n1 + col / 16) * 16 * k0 + (col % 16) * k0 + kk % k0) * es;
   };
   // Accumulation order: k ascending, one rounding per multiply-add in fp32 (products of fp16/bf16 are exact).
-  for (std::uint64_t r = 0; r < q.m; ++r) {
-    for (std::uint64_t col = 0; col < q.n; ++col) {
-      std::uint8_t* out = c + l0c_index(r, col, m1) * 4;
-      if (integer) {
+  // The operands are decoded once; each output row then accumulates k by k over all its columns.
+  if (integer) {
+    for (std::uint64_t r = 0; r < q.m; ++r) {
+      for (std::uint64_t col = 0; col < q.n; ++col) {
+        std::uint8_t* out = c + l0c_index(r, col, m1) * 4;
         std::int64_t acc = q.init ? (bias ? load_i(bias + col * 4, DType::kInt32) : 0) : load_i(out, DType::kInt32);
         for (std::uint64_t kk = 0; kk < q.k; ++kk) acc += load_i(a_at(r, kk), a_t) * load_i(b_at(kk, col), a_t);
         store_i(out, DType::kInt32, acc);
-      } else {
-        float acc = q.init ? (bias ? load_f(bias + col * 4, DType::kFp32) : 0.0f) : load_f(out, DType::kFp32);
-        for (std::uint64_t kk = 0; kk < q.k; ++kk) acc += load_f(a_at(r, kk), a_t) * load_f(b_at(kk, col), a_t);
-        std::memcpy(out, &acc, 4);
       }
     }
+    return;
+  }
+  thread_local std::vector<float> av, bv, acc;
+  av.resize(static_cast<std::size_t>(q.m) * q.k);
+  bv.resize(static_cast<std::size_t>(q.k) * q.n);
+  acc.resize(q.n);
+  for (std::uint64_t r = 0; r < q.m; ++r)
+    for (std::uint64_t kk = 0; kk < q.k; ++kk) av[r * q.k + kk] = load_f(a_at(r, kk), a_t);
+  for (std::uint64_t kk = 0; kk < q.k; ++kk)
+    for (std::uint64_t col = 0; col < q.n; ++col) bv[kk * q.n + col] = load_f(b_at(kk, col), a_t);
+  for (std::uint64_t r = 0; r < q.m; ++r) {
+    for (std::uint64_t col = 0; col < q.n; ++col) {
+      const std::uint8_t* out = c + l0c_index(r, col, m1) * 4;
+      acc[col] = q.init ? (bias ? load_f(bias + col * 4, DType::kFp32) : 0.0f) : load_f(out, DType::kFp32);
+    }
+    const float* arow = av.data() + r * q.k;
+    for (std::uint64_t kk = 0; kk < q.k; ++kk) {
+      const float a = arow[kk];
+      const float* brow = bv.data() + kk * q.n;
+      for (std::uint64_t col = 0; col < q.n; ++col) acc[col] += a * brow[col];
+    }
+    for (std::uint64_t col = 0; col < q.n; ++col) std::memcpy(c + l0c_index(r, col, m1) * 4, &acc[col], 4);
   }
 }
 
@@ -619,6 +643,10 @@ AccessList accesses(const Instr& in) {
       list.add(Space::kUb, v.src0.addr, operand_extent(v.src0, v.repeat, lanes, ds), false, "src0");
       list.add(Space::kUb, v.src1.addr, operand_extent(v.src1, v.repeat, lanes, ds), false, "src1");
       list.add(Space::kUb, in.src1, static_cast<std::uint64_t>(v.repeat) * lanes / 8, false, "mask");
+      list.add(Space::kUb, v.dst.addr, operand_extent(v.dst, v.repeat, lanes, ds), true, "dst");
+      return list;
+    case Op::kBrcb:
+      list.add(Space::kUb, v.src0.addr, static_cast<std::uint64_t>(v.repeat) * 8 * ds, false, "src");
       list.add(Space::kUb, v.dst.addr, operand_extent(v.dst, v.repeat, lanes, ds), true, "dst");
       return list;
     case Op::kTranspose:

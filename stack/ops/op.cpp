@@ -8,6 +8,7 @@ namespace npusim::stack::ops {
 
 std::vector<OpDef> elementwise_ops();
 std::vector<OpDef> matmul_ops();
+std::vector<OpDef> attention_ops();
 
 std::string shape_string(const Shape& s) {
   std::string out;
@@ -54,6 +55,7 @@ const std::vector<OpDef>& all_ops() {
     std::vector<OpDef> v;
     for (auto& op : elementwise_ops()) v.push_back(std::move(op));
     for (auto& op : matmul_ops()) v.push_back(std::move(op));
+    for (auto& op : attention_ops()) v.push_back(std::move(op));
     return v;
   }();
   return ops;

@@ -679,3 +679,45 @@ TEST(VectorSemantics, CompareModesIntegerOpsAndFp16Reductions) {
 
 }  // namespace
 }  // namespace npusim::hw::isa
+
+namespace npusim::hw::isa {
+namespace {
+
+TEST(VectorSemantics, BrcbBroadcastsEachElementIntoABlockAndMaskedDuplicateKeepsOtherLanes) {
+  TestMemory m;
+  for (int i = 0; i < 16; ++i) m.ub<float>(0x100)[i] = static_cast<float>(i + 1);
+  // Two repeats; blocks two apart (stride 2 blocks), repeats 16 blocks apart: element k at block 2k.
+  Instr b = vec(Op::kBrcb, DType::kFp32, 0x1000, 0x100, 0, 2);
+  b.vec.dst.blk_stride = 64;
+  b.vec.dst.rep_stride = 512;
+  execute(b, m);
+  for (int k = 0; k < 16; ++k)
+    for (int l = 0; l < 8; ++l) EXPECT_EQ(m.ub<float>(0x1000)[k * 16 + l], k + 1.0f) << k << " " << l;
+  EXPECT_EQ(m.ub<float>(0x1000)[8], 0.0f);  // the blocks in between are untouched
+  for (int i = 0; i < 128; ++i) m.ub<float>(0x3000)[i] = 5.0f;
+  Instr d = vec(Op::kDuplicate, DType::kFp32, 0x3000, 0, 0, 2);
+  d.vec.scalar = -1.0;
+  d.vec.mask.bits = {0xffffffff00000000ULL, 0};  // lanes 32..63 of each repeat
+  execute(d, m);
+  for (int i = 0; i < 128; ++i) EXPECT_EQ(m.ub<float>(0x3000)[i], (i % 64) >= 32 ? -1.0f : 5.0f) << i;
+}
+
+TEST(CubeSemantics, BiasLoadConvertsToFp32AndSeedsMmad) {
+  TestMemory m;
+  for (int i = 0; i < 16; ++i) reinterpret_cast<Half*>(m.local(Space::kL1, 0x200, 0))[i] = to_half(0.5f * i);
+  Instr in;
+  in.op = Op::kLoadBias;
+  in.dtype = DType::kFp32;
+  in.src_dtype = DType::kFp16;
+  in.src_space = Space::kL1;
+  in.dst_space = Space::kBiasTable;
+  in.src0 = 0x200;
+  in.dst = 0;
+  in.copy.cols = 16;
+  execute(in, m);
+  for (int i = 0; i < 16; ++i) EXPECT_EQ(reinterpret_cast<float*>(m.local(Space::kBiasTable, 0, 0))[i], 0.5f * i);
+  EXPECT_EQ(pipe_of(in), Pipe::kMte1);
+}
+
+}  // namespace
+}  // namespace npusim::hw::isa
