@@ -91,6 +91,7 @@ void reflect(Visitor& v, ChipConfig& c) {
     v.integer("reduce", l.reduce, U::kCycles, 12, "whole-repeat and per-block reductions (assumed)");
     v.integer("compare", l.compare, U::kCycles, 6, "vcmp (assumed)");
     v.integer("select", l.select, U::kCycles, 6, "vsel (assumed)");
+    v.integer("gather", l.gather, U::kCycles, 8, "Gather by per-lane offsets (assumed)");
     v.integer("transpose", l.transpose, U::kCycles, 8, "16x16 block transpose (assumed)");
   }
   {

@@ -39,7 +39,7 @@ struct VectorLatencies {
   std::uint64_t add = 0, sub = 0, mul = 0, div = 0, max = 0, min = 0;
   std::uint64_t adds = 0, muls = 0, maxs = 0, mins = 0;
   std::uint64_t exp = 0, ln = 0, abs = 0, sqrt = 0, rsqrt = 0, reciprocal = 0, relu = 0;
-  std::uint64_t cast = 0, duplicate = 0, reduce = 0, compare = 0, select = 0, transpose = 0;
+  std::uint64_t cast = 0, duplicate = 0, reduce = 0, compare = 0, select = 0, transpose = 0, gather = 0;
 };
 
 struct VectorParams {

@@ -136,6 +136,10 @@ void vec_count(const VecSpec& s, std::uint64_t count, SourceLoc where) {
     in.vec.dst.addr = s.dst + first * dst_step;
     in.vec.src0.addr = s.src0 + first * src_step;
     in.vec.src1.addr = s.src1 + first * src_step;
+    if (s.op == Op::kGather) {  // offsets are relative to the one source base; one uint32 per lane
+      in.vec.src0.addr = s.src0;
+      in.vec.src1.addr = s.src1 + first * lanes * 4;
+    }
     in.src1 = s.sel_mask + first * (lanes / 8);
     in.vec.dst.rep_stride = bits_out ? 0 : lanes * ds;
     in.vec.src0.rep_stride = in.vec.src1.rep_stride = src_step;

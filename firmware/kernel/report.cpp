@@ -118,6 +118,8 @@ nlohmann::json launch_report(const LaunchResult& r, const hw::chip::Chip& chip, 
            {"hbm_write_bytes", h.write_bytes},
            {"hbm_avg_GBps", seconds > 0 ? static_cast<double>(h.read_bytes + h.write_bytes) / seconds / 1e9 : 0.0},
            {"hbm_row_hit_rate", h.row_hit_rate()},
+           {"hbm_utilization", seconds > 0 ? static_cast<double>(h.read_bytes + h.write_bytes) / seconds /
+                                                 chip.config().hbm.peak_bytes_per_second() : 0.0},
            {"l2_hit_rate", hits + misses ? static_cast<double>(hits) / static_cast<double>(hits + misses) : 0.0},
            {"l2_avg_GBps", seconds > 0 ? static_cast<double>(l2_bytes) / seconds / 1e9 : 0.0},
            {"gm_read_bytes", t.read_bytes},

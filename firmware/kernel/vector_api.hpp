@@ -81,6 +81,7 @@ NPUSIM_BINARY_OP(Mul, kMul)
 NPUSIM_BINARY_OP(Div, kDiv)
 NPUSIM_BINARY_OP(Max, kMax)
 NPUSIM_BINARY_OP(Min, kMin)
+NPUSIM_BINARY_OP(FusedMulAdd, kFusedMulAdd)  // dst = a * dst + b
 #undef NPUSIM_BINARY_OP
 
 #define NPUSIM_UNARY_OP(Name, OP)                                                                                   \
@@ -214,6 +215,13 @@ void Select(const LocalTensor<T>& dst, const LocalTensor<std::uint8_t>& mask, co
             const LocalTensor<T>& b, std::uint64_t count, SourceLoc where = here()) {
   detail::VecSpec s{hw::isa::Op::kSelect, dtype_of<T>(), dtype_of<T>(), dst.address(), a.address(), b.address()};
   s.sel_mask = mask.address();
+  detail::vec_count(s, count, where);
+}
+// Gather: dst[i] = the element `offsets[i]` bytes after src, for i < count (offsets: uint32 byte offsets in UB).
+template <class T>
+void Gather(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<std::uint32_t>& offsets,
+            std::uint64_t count, SourceLoc where = here()) {
+  detail::VecSpec s{hw::isa::Op::kGather, dtype_of<T>(), dtype_of<T>(), dst.address(), src.address(), offsets.address()};
   detail::vec_count(s, count, where);
 }
 // Transposes one 16x16 matrix of 16-bit elements (512 B).

@@ -39,6 +39,7 @@ std::uint64_t vector_op_latency(const config::VectorLatencies& l, isa::Op op) {
     case Op::kDiv: return l.div;
     case Op::kMax: return l.max;
     case Op::kMin: return l.min;
+    case Op::kFusedMulAdd: return l.mul;
     case Op::kAdds: return l.adds;
     case Op::kMuls: return l.muls;
     case Op::kMaxs: return l.maxs;
@@ -57,6 +58,7 @@ std::uint64_t vector_op_latency(const config::VectorLatencies& l, isa::Op op) {
     case Op::kCompare: return l.compare;
     case Op::kSelect: return l.select;
     case Op::kTranspose: return l.transpose;
+    case Op::kGather: return l.gather;
     default: return 0;
   }
 }
@@ -71,7 +73,8 @@ std::uint64_t vector_cycles_per_repeat(const config::ChipConfig& cfg, const isa:
     const std::uint64_t blocks = (static_cast<std::uint64_t>(lanes) * isa::dtype_bytes(t) + 31) / 32;
     for (std::uint64_t b = 0; b < blocks; ++b) ++count[((o.addr + b * o.blk_stride) / block) % groups];
   };
-  const bool binary = in.op >= isa::Op::kAdd && in.op <= isa::Op::kMin;
+  const bool binary = in.op >= isa::Op::kAdd && in.op <= isa::Op::kFusedMulAdd;
+  if (in.op == isa::Op::kFusedMulAdd) touch(in.vec.dst, in.dtype, reads);  // dst is read too
   const isa::DType src_t = in.op == isa::Op::kCast ? in.src_dtype : in.dtype;
   if (in.op == isa::Op::kBrcb) ++reads[(in.vec.src0.addr / block) % groups];  // one block of 8 sources
   else if (in.op != isa::Op::kDuplicate) touch(in.vec.src0, src_t, reads);

@@ -64,6 +64,7 @@ std::string_view op_name(Op op) {
     case Op::kDiv: return "Div";
     case Op::kMax: return "Max";
     case Op::kMin: return "Min";
+    case Op::kFusedMulAdd: return "FusedMulAdd";
     case Op::kAdds: return "Adds";
     case Op::kMuls: return "Muls";
     case Op::kMaxs: return "Maxs";
@@ -87,6 +88,7 @@ std::string_view op_name(Op op) {
     case Op::kCompare: return "Compare";
     case Op::kSelect: return "Select";
     case Op::kTranspose: return "Transpose";
+    case Op::kGather: return "Gather";
     case Op::kSetFlag: return "set_flag";
     case Op::kWaitFlag: return "wait_flag";
     case Op::kBarrier: return "pipe_barrier";
@@ -97,7 +99,7 @@ std::string_view op_name(Op op) {
   return "?";
 }
 
-bool is_vector_op(Op op) { return op >= Op::kAdd && op <= Op::kTranspose; }
+bool is_vector_op(Op op) { return op >= Op::kAdd && op <= Op::kGather; }
 
 std::string format_loc(const SourceLoc& loc) {
   std::string f = loc.file ? loc.file : "";

@@ -40,6 +40,7 @@ enum class Op : std::uint8_t {
   kCopyL0cToUb,  // coupled cores: L0C -> UB, fractals unchanged (V pipe)
   // Vector, binary
   kAdd, kSub, kMul, kDiv, kMax, kMin,
+  kFusedMulAdd,  // dst = src0 * dst + src1, one rounding
   // Vector, tensor-scalar
   kAdds, kMuls, kMaxs, kMins,
   // Vector, unary
@@ -50,6 +51,7 @@ enum class Op : std::uint8_t {
   kReduceSum, kReduceMax, kReduceMin,             // whole repeat -> one value
   kBlockReduceSum, kBlockReduceMax, kBlockReduceMin,  // each 32 B block -> one value
   kCompare, kSelect, kTranspose,
+  kGather,  // dst lane i = the element at src0 + offsets[i] bytes (offsets: uint32 at src1, one per lane)
   // Synchronisation
   kSetFlag, kWaitFlag, kBarrier, kCrossSet, kCrossWait,
   // Scalar pipe work (e.g. scalar loops the kernel declares explicitly)

@@ -174,6 +174,7 @@ void exec_vector_elementwise(const Instr& in, Ub ub) {
   const bool binary = in.op >= Op::kAdd && in.op <= Op::kMin;
   const bool with_scalar = in.op >= Op::kAdds && in.op <= Op::kMins;
   const bool integer = in.dtype == DType::kInt32;
+  if (in.op == Op::kFusedMulAdd && !is_float(in.dtype)) unsupported(in, "FusedMulAdd takes float element types");
   if (in.op != Op::kCast && in.op != Op::kDuplicate && in.op != Op::kBrcb && !is_float(in.dtype) && !integer) {
     unsupported(in, "element type " + std::string(dtype_name(in.dtype)) + " is not supported");
   }
@@ -227,6 +228,11 @@ void exec_vector_elementwise(const Instr& in, Ub ub) {
       }
       const float x = load_f(a, in.dtype);
       float y;
+      if (in.op == Op::kFusedMulAdd) {
+        const double acc = static_cast<double>(x) * load_f(d, in.dtype) + load_f(ub.at(lane_addr(v.src1, r, l, ss)), in.dtype);
+        store_f(d, in.dtype, static_cast<float>(acc));  // fp32: one rounding of the exact a*d+b (via double)
+        continue;
+      }
       if (binary) y = apply_binary(in.op, x, load_f(ub.at(lane_addr(v.src1, r, l, ss)), in.dtype));
       else if (with_scalar) y = apply_binary(in.op, x, scalar);
       else y = apply_unary(in.op, x, in.dtype);
@@ -534,6 +540,20 @@ void execute(const Instr& in, MemoryView& mem) {
     case Op::kReduceSum: case Op::kReduceMax: case Op::kReduceMin:
     case Op::kBlockReduceSum: case Op::kBlockReduceMax: case Op::kBlockReduceMin: exec_reduce(in, ub); return;
     case Op::kCompare: case Op::kSelect: exec_compare_select(in, ub); return;
+    case Op::kGather: {
+      const std::uint32_t ds = dtype_bytes(in.dtype), lanes = vector_lanes(in);
+      for (std::uint32_t r = 0; r < in.vec.repeat; ++r) {
+        for (std::uint32_t l = 0; l < lanes; ++l) {
+          if (!in.vec.mask.test(l)) continue;
+          const std::uint64_t i = static_cast<std::uint64_t>(r) * lanes + l;
+          std::uint32_t off = 0;
+          std::memcpy(&off, mem.local(Space::kUb, in.vec.src1.addr + i * 4, 4), 4);
+          // The gathered element is bounds-checked like any access (offsets are data).
+          std::memmove(mem.local(Space::kUb, in.vec.dst.addr + i * ds, ds), mem.local(Space::kUb, in.vec.src0.addr + off, ds), ds);
+        }
+      }
+      return;
+    }
     case Op::kTranspose:
       if (dtype_bytes(in.dtype) != 2) unsupported(in, "Transpose takes 16-bit element types");
       for (std::uint32_t i = 0; i < in.vec.repeat; ++i)
@@ -645,6 +665,10 @@ AccessList accesses(const Instr& in) {
       list.add(Space::kUb, in.src1, static_cast<std::uint64_t>(v.repeat) * lanes / 8, false, "mask");
       list.add(Space::kUb, v.dst.addr, operand_extent(v.dst, v.repeat, lanes, ds), true, "dst");
       return list;
+    case Op::kGather:  // contiguous dst and offsets; the source elements are checked as they are read
+      list.add(Space::kUb, v.src1.addr, static_cast<std::uint64_t>(v.repeat) * lanes * 4, false, "offsets");
+      list.add(Space::kUb, v.dst.addr, static_cast<std::uint64_t>(v.repeat) * lanes * ds, true, "dst");
+      return list;
     case Op::kBrcb:
       list.add(Space::kUb, v.src0.addr, static_cast<std::uint64_t>(v.repeat) * 8 * ds, false, "src");
       list.add(Space::kUb, v.dst.addr, operand_extent(v.dst, v.repeat, lanes, ds), true, "dst");
@@ -657,7 +681,8 @@ AccessList accesses(const Instr& in) {
   }
   const std::uint32_t ss = dtype_bytes(in.op == Op::kCast ? in.src_dtype : in.dtype);
   if (in.op != Op::kDuplicate) list.add(Space::kUb, v.src0.addr, operand_extent(v.src0, v.repeat, lanes, ss), false, "src0");
-  if (in.op >= Op::kAdd && in.op <= Op::kMin)
+  if (in.op == Op::kFusedMulAdd) list.add(Space::kUb, v.dst.addr, operand_extent(v.dst, v.repeat, lanes, ds), false, "dst (read)");
+  if (in.op >= Op::kAdd && in.op <= Op::kFusedMulAdd)
     list.add(Space::kUb, v.src1.addr, operand_extent(v.src1, v.repeat, lanes, ss), false, "src1");
   list.add(Space::kUb, v.dst.addr, operand_extent(v.dst, v.repeat, lanes, ds), true, "dst");
   return list;

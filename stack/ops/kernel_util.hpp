@@ -43,23 +43,28 @@ constexpr std::uint64_t ub_row(std::uint64_t n) {
   return ceil_to(n * sizeof(T), 32) / sizeof(T);
 }
 
-// `rows` rows of `n` elements, `gm_stride` elements apart in GM -> UB rows of ub_row<T>(n) elements.
+// `rows` rows of `n` elements, `gm_stride` elements apart in GM -> UB rows of ub_row<T>(n) elements (or of
+// `ub_stride` elements, a multiple of 32 B, when given).
 template <class T>
-void copy_rows_in(const LocalTensor<T>& dst, GM_ADDR src, std::uint64_t rows, std::uint64_t n, std::uint64_t gm_stride) {
+void copy_rows_in(const LocalTensor<T>& dst, GM_ADDR src, std::uint64_t rows, std::uint64_t n, std::uint64_t gm_stride,
+                  std::uint64_t ub_stride = 0) {
   GlobalTensor<T> g;
   g.SetGlobalBuffer(src);
+  const std::uint64_t gap = ub_stride ? (ub_stride - ub_row<T>(n)) * sizeof(T) / 32 : 0;
   DataCopyPad(dst, g,
               DataCopyExtParams{static_cast<std::uint16_t>(rows), static_cast<std::uint32_t>(n * sizeof(T)),
-                                static_cast<std::uint32_t>((gm_stride - n) * sizeof(T)), 0},
+                                static_cast<std::uint32_t>((gm_stride - n) * sizeof(T)), static_cast<std::uint32_t>(gap)},
               DataCopyPadExtParams<T>{});
 }
 template <class T>
-void copy_rows_out(GM_ADDR dst, const LocalTensor<T>& src, std::uint64_t rows, std::uint64_t n, std::uint64_t gm_stride) {
+void copy_rows_out(GM_ADDR dst, const LocalTensor<T>& src, std::uint64_t rows, std::uint64_t n, std::uint64_t gm_stride,
+                   std::uint64_t ub_stride = 0) {
   GlobalTensor<T> g;
   g.SetGlobalBuffer(dst);
+  const std::uint64_t gap = ub_stride ? (ub_stride - ub_row<T>(n)) * sizeof(T) / 32 : 0;
   DataCopyPad(g, src,
-              DataCopyExtParams{static_cast<std::uint16_t>(rows), static_cast<std::uint32_t>(n * sizeof(T)), 0,
-                                static_cast<std::uint32_t>((gm_stride - n) * sizeof(T))});
+              DataCopyExtParams{static_cast<std::uint16_t>(rows), static_cast<std::uint32_t>(n * sizeof(T)),
+                                static_cast<std::uint32_t>(gap), static_cast<std::uint32_t>((gm_stride - n) * sizeof(T))});
 }
 
 // Casts between the op's element type and fp32 (a copy when T is fp32).

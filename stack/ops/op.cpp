@@ -9,6 +9,10 @@ namespace npusim::stack::ops {
 std::vector<OpDef> elementwise_ops();
 std::vector<OpDef> matmul_ops();
 std::vector<OpDef> attention_ops();
+std::vector<OpDef> rowwise_ops();
+std::vector<OpDef> unary_ops();
+std::vector<OpDef> reduce_ops();
+std::vector<OpDef> transpose_ops();
 
 std::string shape_string(const Shape& s) {
   std::string out;
@@ -56,6 +60,10 @@ const std::vector<OpDef>& all_ops() {
     for (auto& op : elementwise_ops()) v.push_back(std::move(op));
     for (auto& op : matmul_ops()) v.push_back(std::move(op));
     for (auto& op : attention_ops()) v.push_back(std::move(op));
+    for (auto& op : rowwise_ops()) v.push_back(std::move(op));
+    for (auto& op : unary_ops()) v.push_back(std::move(op));
+    for (auto& op : reduce_ops()) v.push_back(std::move(op));
+    for (auto& op : transpose_ops()) v.push_back(std::move(op));
     return v;
   }();
   return ops;

@@ -58,6 +58,9 @@ struct OpDef {
                                          const std::vector<HostTensor>& values)>
       reference;
   std::vector<std::string> params;  // parameter names, for errors and help
+  // Accumulation error the output may carry beyond one rounding to its dtype, as an absolute tolerance added to
+  // the per-dtype one (e.g. a sum of R terms in fp32); none when unset.
+  std::function<double(const std::vector<TensorDesc>& in, const Params& params)> extra_atol;
   // Range of the random values of each input (default [-1, 1)); e.g. a divisor kept away from 0.
   std::vector<std::pair<float, float>> input_ranges;
 };

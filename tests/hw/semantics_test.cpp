@@ -702,6 +702,16 @@ TEST(VectorSemantics, BrcbBroadcastsEachElementIntoABlockAndMaskedDuplicateKeeps
   for (int i = 0; i < 128; ++i) EXPECT_EQ(m.ub<float>(0x3000)[i], (i % 64) >= 32 ? -1.0f : 5.0f) << i;
 }
 
+TEST(VectorSemantics, GatherReadsByByteOffsetsAndChecksThem) {
+  TestMemory m;
+  for (int i = 0; i < 64; ++i) m.ub<float>(0x100)[i] = static_cast<float>(i);
+  for (int i = 0; i < 64; ++i) m.ub<std::uint32_t>(0x800)[i] = static_cast<std::uint32_t>((63 - i) * 4);  // reverse
+  Instr g = vec(Op::kGather, DType::kFp32, 0x1000, 0x100, 0x800, 1);
+  execute(g, m);
+  for (int i = 0; i < 64; ++i) EXPECT_EQ(m.ub<float>(0x1000)[i], 63.0f - i);
+  EXPECT_EQ(pipe_of(g), Pipe::kV);
+}
+
 TEST(CubeSemantics, BiasLoadConvertsToFp32AndSeedsMmad) {
   TestMemory m;
   for (int i = 0; i < 16; ++i) reinterpret_cast<Half*>(m.local(Space::kL1, 0x200, 0))[i] = to_half(0.5f * i);

@@ -1,0 +1,433 @@
+// Ops that work row by row over the last dimension: Softmax, LayerNorm, RMSNorm, SwiGLU, RoPE (half and
+// interleaved). The rows are split evenly over the vector cores; each core streams tiles of rows through
+// double-buffered VECIN/VECOUT queues, computing in fp32. The rows per tile follow from the UB size and the row
+// length, so a smaller UB gives smaller tiles.
+//
+// Row reductions (max, sum) go in levels of 64 lanes: each row's 64-lane pieces reduce into its own partials
+// (the row padded to a multiple of 64 with the identity), then one instruction reduces every row's partials at
+// once. A per-row scalar is broadcast with Brcb into a 32 B block per row and applied with a zero source stride.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "common/util/error.hpp"
+#include "stack/ops/row_util.hpp"
+#include "stack/ops/op.hpp"
+
+namespace npusim::stack::ops {
+
+using hw::isa::DType;
+
+namespace {
+
+enum class RowKind { kSoftmax, kLayerNorm, kRmsNorm, kSwiGlu, kRopeHalf, kRopeInterleaved };
+
+struct RowArgs {
+  RowKind kind = RowKind::kSoftmax;
+  GM_ADDR x = 0, p1 = 0, p2 = 0, out = 0;  // p1, p2: gamma and beta, or cos and sin
+  std::uint64_t rows = 0, h = 0;           // rows of h elements in, each giving ho elements out
+  std::uint64_t ho = 0, seq = 0;           // rope: rows are positions modulo seq
+  std::uint64_t per_block = 0, tile = 0;   // rows per core and per tile
+  float eps = 1e-5f;
+};
+
+template <class T>
+void row_kernel(const RowArgs& a) {
+  const std::uint64_t first = GetBlockIdx() * a.per_block;
+  if (first >= a.rows) return;
+  const std::uint64_t count = std::min(a.per_block, a.rows - first), es = sizeof(T), tr = a.tile;
+  const bool rope = a.kind == RowKind::kRopeHalf || a.kind == RowKind::kRopeInterleaved;
+  const bool halves = a.kind == RowKind::kSwiGlu || a.kind == RowKind::kRopeHalf;  // inputs loaded as two halves
+  const std::uint64_t len = halves ? a.h / 2 : a.h;  // the row length each fp32 buffer holds
+  const std::uint64_t fs = ceil_to(len, 64), ts = ub_row<T>(len);
+  // LayerNorm/RMSNorm of 16-bit types take their row statistics from the T rows (128 lanes per repeat; squares
+  // rounded once to T, sums in fp32 partials of 128): the input rows are then padded to 128 lanes in UB.
+  const bool stats16 = (a.kind == RowKind::kLayerNorm || a.kind == RowKind::kRmsNorm) && es == 2;
+  const std::uint64_t tsi = stats16 ? ceil_to(len, 128) : ts;
+  TPipe pipe;
+  // Queues hold several pieces per buffer (both halves of the rows; cos and sin) so that chips with four event
+  // ids per pipe pair run them too: in, out and the tables take at most three.
+  const std::uint64_t piece = tr * ts;  // elements of one piece
+  const std::uint64_t tables = a.kind == RowKind::kRopeHalf ? 4 : 2;  // c, s (, c2, s2)
+  TQue<TPosition::VECIN, 2> qin;
+  TQue<TPosition::VECOUT, 2> qout;
+  TQue<TPosition::VECIN, 1> qcs;
+  TBuf<TPosition::VECCALC> fx, fx2, ft, fc, fs_, fc2, fs2, fpart, fv, fbc, fp1, fp2, fstage, foff, fsign;
+  pipe.InitBuffer(qin, 2, (halves ? 2 : 1) * (stats16 ? tr * tsi : piece) * es);
+  pipe.InitBuffer(qout, 2, (a.kind == RowKind::kRopeHalf ? 2 : 1) * piece * es);
+  pipe.InitBuffer(fx, tr * fs * 4);
+  pipe.InitBuffer(ft, tr * fs * 4);
+  if (halves) pipe.InitBuffer(fx2, tr * fs * 4);
+  if (rope) {
+    pipe.InitBuffer(qcs, 1, tables * piece * es);
+    pipe.InitBuffer(fc, tr * fs * 4);
+    pipe.InitBuffer(fs_, tr * fs * 4);
+    if (a.kind == RowKind::kRopeHalf) {
+      pipe.InitBuffer(fc2, tr * fs * 4);
+      pipe.InitBuffer(fs2, tr * fs * 4);
+    }
+  }
+  const bool reduces = a.kind == RowKind::kSoftmax || a.kind == RowKind::kLayerNorm || a.kind == RowKind::kRmsNorm;
+  TBuf<TPosition::VECCALC> fsq, fpt, fpt2, fpf, fpf2;
+  const std::uint64_t k16 = tsi / 128, p16 = ceil_to(k16, 64);  // 128-lane pieces per row; their partials' stride
+  if (stats16) {
+    pipe.InitBuffer(fsq, tr * tsi * es);
+    for (auto* b : {&fpt, &fpt2}) pipe.InitBuffer(*b, tr * p16 * es);
+    for (auto* b : {&fpf, &fpf2}) pipe.InitBuffer(*b, tr * p16 * 4);
+  }
+  ReduceScratch rs;
+  if (reduces) {
+    rs.part_stride = ReduceScratch::stride_for(len);
+    pipe.InitBuffer(fpart, tr * rs.part_stride * 4);
+    rs.part = fpart.Get<float>();
+  }
+  const std::uint64_t vec = ceil_to(tr, 8);
+  pipe.InitBuffer(fv, 3 * vec * 4);
+  pipe.InitBuffer(fbc, 2 * vec * 32);
+  const LocalTensor<float> v0 = fv.Get<float>(), v1 = fv.Get<float>()[vec], v2 = fv.Get<float>()[2 * vec];
+  const LocalTensor<float> bc = fbc.Get<float>(), bc2 = fbc.Get<float>()[vec * 8];
+  const F32Rows X{fx.Get<float>(), len, fs}, Tm{ft.Get<float>(), len, fs};
+  // Parameters of the whole row (gamma, beta) once per core, kept in T: the affine step runs on the output in T
+  // (128 lanes per repeat for 16-bit types), after the normalisation in fp32.
+  LocalTensor<T> gamma, beta;
+  if (a.kind == RowKind::kLayerNorm || a.kind == RowKind::kRmsNorm) {
+    pipe.InitBuffer(fp1, ts * es);
+    gamma = fp1.Get<T>();
+    copy_in(gamma, a.p1, len);
+    if (a.kind == RowKind::kLayerNorm) {
+      pipe.InitBuffer(fp2, ts * es);
+      beta = fp2.Get<T>();
+      copy_in(beta, a.p2, len);
+    }
+    const std::uint32_t loaded = pipe.AllocEventID(PIPE_MTE2, PIPE_V);
+    set_flag(PIPE_MTE2, PIPE_V, loaded);
+    wait_flag(PIPE_MTE2, PIPE_V, loaded);
+  }
+  // Interleaved RoPE: offsets that swap the two elements of each pair, and the sign pattern (-, +) of sin.
+  if (a.kind == RowKind::kRopeInterleaved) {
+    pipe.InitBuffer(foff, tr * fs * 4);
+    pipe.InitBuffer(fsign, fs * 4);
+    const LocalTensor<std::uint32_t> off = foff.Get<std::uint32_t>();
+    const LocalTensor<float> sign = fsign.Get<float>();
+    for (std::uint64_t i = 0; i < fs; ++i) {
+      off.SetValue(i, static_cast<std::uint32_t>((i ^ 1) * 4));
+      sign.SetValue(i, (i % 2) ? 1.0f : -1.0f);
+    }
+    set_flag(PIPE_S, PIPE_V, 0);
+    wait_flag(PIPE_S, PIPE_V, 0);
+    const LocalTensor<std::int32_t> offi = foff.Get<std::int32_t>();
+    for (std::uint64_t r = 1; r < tr; ++r) Adds(offi[r * fs], offi, static_cast<std::int32_t>(r * fs * 4), fs);
+  }
+  const float inv_h = 1.0f / static_cast<float>(len);
+  for (std::uint64_t done = 0; done < count;) {
+    const std::uint64_t row0 = first + done;
+    std::uint64_t nr = std::min(tr, count - done);
+    if (rope) nr = std::min(nr, a.seq - row0 % a.seq);  // the tile's positions stay contiguous in cos/sin
+    const std::uint64_t pos = rope ? row0 % a.seq : 0;
+    // Loads: the rows (or their two halves), and for RoPE the cos/sin rows of the positions.
+    LocalTensor<T> in = qin.AllocTensor<T>();
+    copy_rows_in(in, a.x + row0 * a.h * es, nr, len, a.h, tsi);
+    if (halves) copy_rows_in(in[piece], a.x + (row0 * a.h + len) * es, nr, len, a.h);
+    LocalTensor<T> cs;
+    if (rope) {
+      cs = qcs.AllocTensor<T>();
+      copy_rows_in(cs, a.p1 + pos * a.h * es, nr, len, a.h);
+      copy_rows_in(cs[piece], a.p2 + pos * a.h * es, nr, len, a.h);
+      if (a.kind == RowKind::kRopeHalf) {
+        copy_rows_in(cs[2 * piece], a.p1 + (pos * a.h + len) * es, nr, len, a.h);
+        copy_rows_in(cs[3 * piece], a.p2 + (pos * a.h + len) * es, nr, len, a.h);
+      }
+      qcs.EnQue(cs);
+    }
+    qin.EnQue(in);
+    in = qin.DeQue<T>();
+    if (stats16) {  // sums of x and x^2 from the T rows, then in fp32 from their 128-lane partials
+      if (len % 128) {
+        const std::uint64_t tail = len % 128;  // lanes >= tail of the last 128-lane piece are pads
+        const std::uint64_t bits[2] = {tail >= 64 ? 0 : ~((1ULL << tail) - 1),
+                                       tail >= 64 ? ~((1ULL << (tail - 64)) - 1) : ~0ULL};
+        for (std::uint64_t r = 0; r < nr; ++r) Duplicate(in[r * tsi + len - tail], 0.0f, bits, 1, 1, 8);
+      }
+      const LocalTensor<T> sq = fsq.Get<T>(), pt = fpt.Get<T>(), pt2 = fpt2.Get<T>();
+      Mul(sq, in, in, nr * tsi);
+      for (std::uint64_t r = 0; r < nr; ++r) {
+        WholeReduceSum(pt[r * p16], in[r * tsi], 128, u8(k16), 1, 1, 8);
+        WholeReduceSum(pt2[r * p16], sq[r * tsi], 128, u8(k16), 1, 1, 8);
+      }
+      const F32Rows P1{fpf.Get<float>(), k16, p16}, P2{fpf2.Get<float>(), k16, p16};
+      Cast(P1.t, pt, RoundMode::CAST_NONE, nr * p16);
+      Cast(P2.t, pt2, RoundMode::CAST_NONE, nr * p16);
+      pad_rows(P1, nr, 0.0f);
+      pad_rows(P2, nr, 0.0f);
+      reduce_rows(false, v0, P1, nr, rs);
+      reduce_rows(false, v1, P2, nr, rs);
+    }
+    rows_to_f32(X, in, nr, tsi);
+    const F32Rows X2{halves ? fx2.Get<float>() : LocalTensor<float>{}, len, fs};
+    if (halves) rows_to_f32(X2, in[piece], nr);
+    qin.FreeTensor(in);
+    const std::uint64_t all = nr * fs;
+    switch (a.kind) {
+      case RowKind::kSoftmax:
+        pad_rows(X, nr, kLowest);
+        reduce_rows(true, v0, X, nr, rs);
+        row_scalar(RowOp::kSub, X, nr, v0, bc);
+        Exp(X.t, X.t, all);  // the pads become 0
+        reduce_rows(false, v1, X, nr, rs);
+        row_scalar(RowOp::kDiv, X, nr, v1, bc);
+        break;
+      case RowKind::kLayerNorm:
+      case RowKind::kRmsNorm: {
+        // Sums of x and x^2 in one sweep each; var = E[x^2] - mean^2; then x = x rstd - mean rstd in one fused
+        // pass (both per-row scalars broadcast), so the fp32 work is five passes over the row.
+        const bool ln = a.kind == RowKind::kLayerNorm;
+        if (!stats16) {
+          Mul(Tm.t, X.t, X.t, all);
+          pad_rows(Tm, nr, 0.0f);
+          reduce_rows(false, v1, Tm, nr, rs);
+        }
+        Muls(v1, v1, inv_h, nr);  // E[x^2]
+        if (ln) {
+          if (!stats16) {
+            pad_rows(X, nr, 0.0f);
+            reduce_rows(false, v0, X, nr, rs);
+          }
+          Muls(v0, v0, inv_h, nr);  // mean
+          Mul(v2, v0, v0, nr);
+          Sub(v1, v1, v2, nr);      // variance
+        }
+        Adds(v1, v1, a.eps, nr);
+        Rsqrt(v1, v1, nr);  // rstd
+        if (ln) {
+          Mul(v0, v0, v1, nr);
+          Muls(v0, v0, -1.0f, nr);  // -mean rstd
+          Brcb(bc, v1, u8(ceil_div(nr, 8)), BrcbRepeatParams{1, 8});
+          Brcb(bc2, v0, u8(ceil_div(nr, 8)), BrcbRepeatParams{1, 8});
+          const BinaryRepeatParams p{1, 0, 0, 8, 0, 0};
+          for (std::uint64_t r = 0; r < nr; ++r) FusedMulAdd(X.row(r), bc[r * 8], bc2[r * 8], 64, u8(X.stride / 64), p);
+        } else {
+          row_scalar(RowOp::kMul, X, nr, v1, bc);
+        }
+        break;
+      }
+      case RowKind::kSwiGlu:  // silu(first half) x second half
+        silu(X.t, X.t, Tm.t, all);
+        Mul(X.t, X.t, X2.t, all);
+        break;
+      case RowKind::kRopeHalf: {  // y1 = x1 c1 - x2 s1, y2 = x2 c2 + x1 s2
+        const F32Rows C{fc.Get<float>(), len, fs}, S{fs_.Get<float>(), len, fs}, C2{fc2.Get<float>(), len, fs},
+            S2{fs2.Get<float>(), len, fs};
+        cs = qcs.DeQue<T>();
+        rows_to_f32(C, cs, nr);
+        rows_to_f32(S, cs[piece], nr);
+        rows_to_f32(C2, cs[2 * piece], nr);
+        rows_to_f32(S2, cs[3 * piece], nr);
+        qcs.FreeTensor(cs);
+        Mul(Tm.t, X2.t, S.t, all);      // x2 s1
+        Mul(S2.t, X.t, S2.t, all);      // x1 s2
+        Mul(X.t, X.t, C.t, all);        // x1 c1
+        Sub(X.t, X.t, Tm.t, all);       // y1
+        Mul(X2.t, X2.t, C2.t, all);     // x2 c2
+        Add(X2.t, X2.t, S2.t, all);     // y2
+        break;
+      }
+      case RowKind::kRopeInterleaved: {  // y = x cos + swap_pairs(x) (-sin, +sin)
+        const F32Rows C{fc.Get<float>(), len, fs}, S{fs_.Get<float>(), len, fs};
+        cs = qcs.DeQue<T>();
+        rows_to_f32(C, cs, nr);
+        rows_to_f32(S, cs[piece], nr);
+        qcs.FreeTensor(cs);
+        Gather(Tm.t, X.t, foff.Get<std::uint32_t>(), all);
+        for (std::uint64_t r = 0; r < nr; ++r) Mul(S.row(r), S.row(r), fsign.Get<float>(), fs);
+        Mul(Tm.t, Tm.t, S.t, all);
+        Mul(X.t, X.t, C.t, all);
+        Add(X.t, X.t, Tm.t, all);
+        break;
+      }
+    }
+    LocalTensor<T> out = qout.AllocTensor<T>();
+    rows_from_f32(out, X, nr);
+    if (a.kind == RowKind::kRopeHalf) rows_from_f32(out[piece], X2, nr);
+    if (a.kind == RowKind::kLayerNorm || a.kind == RowKind::kRmsNorm) {  // the affine step, in T
+      for (std::uint64_t r = 0; r < nr; ++r) {
+        const LocalTensor<T> row = out[r * ts];
+        if (a.kind == RowKind::kLayerNorm) FusedMulAdd(row, gamma, beta, len);
+        else Mul(row, row, gamma, len);
+      }
+    }
+    qout.EnQue(out);
+    out = qout.DeQue<T>();
+    const std::uint64_t out_row = a.kind == RowKind::kSwiGlu ? len : a.h;
+    copy_rows_out(a.out + row0 * out_row * es, out, nr, len, out_row);
+    if (a.kind == RowKind::kRopeHalf) copy_rows_out(a.out + (row0 * a.h + len) * es, out[piece], nr, len, a.h);
+    qout.FreeTensor(out);
+    done += nr;
+  }
+}
+
+// --- Host side ----------------------------------------------------------------------------------------------------
+
+float param_float(const Params& p, const std::string& key, float def) {
+  const auto it = p.find(key);
+  if (it == p.end()) return def;
+  std::size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(it->second, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  if (pos == 0 || pos != it->second.size() || !std::isfinite(v) || v < 0)
+    throw InputError("parameter " + key + "='" + it->second + "' is not a non-negative number");
+  return static_cast<float>(v);
+}
+
+// UB bytes per row of a tile, and fixed bytes, for the kind.
+void ub_need(RowKind kind, std::uint64_t h, std::uint64_t es, std::uint64_t* per_row, std::uint64_t* fixed) {
+  const bool halves = kind == RowKind::kSwiGlu || kind == RowKind::kRopeHalf;
+  const std::uint64_t len = halves ? h / 2 : h, fs = ceil_to(len, 64) * 4, ts = ceil_to(len * es, 32);
+  std::uint64_t f32 = 2, tq = 4;  // X and Tm; two in and two out buffers of T
+  if (halves) { f32 += 1; tq += 2; }
+  if (kind == RowKind::kRopeHalf) { f32 += 4; tq += 6; }
+  if (kind == RowKind::kRopeInterleaved) { f32 += 3; tq += 2; }  // C, S, offsets
+  *per_row = f32 * fs + tq * ts + 4 * 3 + 64;  // + the row's three per-row values and its two Brcb blocks
+  if (kind == RowKind::kSoftmax || kind == RowKind::kLayerNorm || kind == RowKind::kRmsNorm)
+    *per_row += ReduceScratch::stride_for(len) * 4;
+  *fixed = 2 * fs + ts + 256;
+  if ((kind == RowKind::kLayerNorm || kind == RowKind::kRmsNorm) && es == 2) {  // see stats16 in row_kernel
+    const std::uint64_t tsi = ceil_to(len, 128) * es, p16 = ceil_to(ceil_to(len, 128) / 128, 64);
+    *per_row += 3 * tsi - 2 * ts + 2 * p16 * (es + 4);
+  }
+}
+
+OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) {
+  OpDef d;
+  d.name = name;
+  d.summary = summary;
+  const bool norm = kind == RowKind::kLayerNorm || kind == RowKind::kRmsNorm;
+  const bool rope = kind == RowKind::kRopeHalf || kind == RowKind::kRopeInterleaved;
+  d.params = {"shape"};
+  if (norm) d.params.push_back("eps");
+  d.inputs = [=](const Params& p, DType t) {
+    const auto it = p.find("shape");
+    if (it == p.end()) throw InputError("parameter 'shape' is required, e.g. -p shape=1024x1024");
+    const Shape s = parse_shape(it->second);
+    const std::uint64_t h = s.back();
+    std::vector<TensorDesc> in{{s, t}};
+    if (norm) in.push_back({Shape{h}, t});
+    if (kind == RowKind::kLayerNorm) in.push_back({Shape{h}, t});
+    if (rope) {
+      if (s.size() < 2) throw InputError(name + ": shape " + shape_string(s) + " needs at least two dims (... x S x D)");
+      const Shape cs{s[s.size() - 2], h};
+      in.push_back({cs, t});
+      in.push_back({cs, t});
+    }
+    return in;
+  };
+  d.plan = [=](const std::vector<TensorDesc>& in, const Params& p, const config::ChipConfig& chip) {
+    const Shape& s = in[0].shape;
+    const std::uint64_t h = s.back(), es = hw::isa::dtype_bytes(in[0].dtype);
+    if ((kind == RowKind::kSwiGlu || kind == RowKind::kRopeHalf || kind == RowKind::kRopeInterleaved) && h % 2)
+      throw InputError(name + ": the last dimension (" + std::to_string(h) + ") must be even");
+    RowArgs a;
+    a.kind = kind;
+    a.rows = elements(s) / h;
+    a.h = h;
+    a.ho = kind == RowKind::kSwiGlu ? h / 2 : h;
+    a.seq = rope ? s[s.size() - 2] : 0;
+    a.eps = param_float(p, "eps", 1e-5f);
+    std::uint64_t per_row = 0, fixed = 0;
+    ub_need(kind, h, es, &per_row, &fixed);
+    const std::uint64_t len = (kind == RowKind::kSwiGlu || kind == RowKind::kRopeHalf) ? h / 2 : h;
+    if (ceil_to(len, 64) / 64 > 255 || fixed + per_row > chip.buffers.ub.size)
+      throw InputError(name + ": a row of " + std::to_string(h) + " elements does not fit the UB of chip " + chip.name);
+    const std::uint64_t cores = chip.vector_units();
+    a.per_block = ceil_div(a.rows, cores);
+    a.tile = std::min<std::uint64_t>({255, (chip.buffers.ub.size - fixed) / per_row, a.per_block});
+    OpPlan plan;
+    Shape out = s;
+    out.back() = a.ho;
+    plan.outputs = {{out, in[0].dtype}};
+    plan.type = KernelType::kVector;
+    plan.block_dim = static_cast<std::uint32_t>(ceil_div(a.rows, a.per_block));
+    plan.tiling = {{"rows_per_tile", static_cast<double>(a.tile)}, {"rows_per_block", static_cast<double>(a.per_block)}};
+    const DType t = in[0].dtype;
+    plan.kernel = [a, t, norm, rope, kind](const std::vector<std::uint64_t>& buf) -> std::function<void()> {
+      RowArgs g = a;
+      g.x = buf[0];
+      std::size_t i = 1;
+      if (norm || rope) g.p1 = buf[i++];
+      if (kind == RowKind::kLayerNorm || rope) g.p2 = buf[i++];
+      g.out = buf[i];
+      switch (t) {
+        case DType::kFp16: return [g] { row_kernel<half>(g); };
+        case DType::kBf16: return [g] { row_kernel<bfloat16_t>(g); };
+        default: return [g] { row_kernel<float>(g); };
+      }
+    };
+    return plan;
+  };
+  d.reference = [=](const std::vector<TensorDesc>& in, const Params& p, const std::vector<HostTensor>& v) {
+    const Shape& s = in[0].shape;
+    const std::uint64_t h = s.back(), rows = elements(s) / h, ho = kind == RowKind::kSwiGlu ? h / 2 : h;
+    const double eps = param_float(p, "eps", 1e-5f);
+    HostTensor out(rows * ho);
+    for (std::uint64_t r = 0; r < rows; ++r) {
+      const float* x = v[0].data() + r * h;
+      float* y = out.data() + r * ho;
+      switch (kind) {
+        case RowKind::kSoftmax: {
+          double mx = -INFINITY, sum = 0;
+          for (std::uint64_t c = 0; c < h; ++c) mx = std::max<double>(mx, x[c]);
+          for (std::uint64_t c = 0; c < h; ++c) sum += std::exp(x[c] - mx);
+          for (std::uint64_t c = 0; c < h; ++c) y[c] = static_cast<float>(std::exp(x[c] - mx) / sum);
+          break;
+        }
+        case RowKind::kLayerNorm:
+        case RowKind::kRmsNorm: {
+          double mean = 0, var = 0;
+          if (kind == RowKind::kLayerNorm) {
+            for (std::uint64_t c = 0; c < h; ++c) mean += x[c];
+            mean /= static_cast<double>(h);
+          }
+          for (std::uint64_t c = 0; c < h; ++c) var += (x[c] - mean) * (x[c] - mean);
+          const double rstd = 1.0 / std::sqrt(var / static_cast<double>(h) + eps);
+          for (std::uint64_t c = 0; c < h; ++c)
+            y[c] = static_cast<float>((x[c] - mean) * rstd * v[1][c] + (kind == RowKind::kLayerNorm ? v[2][c] : 0.0));
+          break;
+        }
+        case RowKind::kSwiGlu:
+          for (std::uint64_t c = 0; c < ho; ++c) y[c] = static_cast<float>(activate_ref(Activation::kSilu, x[c]) * static_cast<double>(x[c + ho]));
+          break;
+        case RowKind::kRopeHalf:
+        case RowKind::kRopeInterleaved: {
+          const std::uint64_t pos = r % s[s.size() - 2];
+          const float* cs = v[1].data() + pos * h;
+          const float* sn = v[2].data() + pos * h;
+          for (std::uint64_t c = 0; c < h; ++c) {
+            double rot;
+            if (kind == RowKind::kRopeHalf) rot = c < h / 2 ? -static_cast<double>(x[c + h / 2]) : x[c - h / 2];
+            else rot = c % 2 ? x[c - 1] : -static_cast<double>(x[c + 1]);
+            y[c] = static_cast<float>(x[c] * static_cast<double>(cs[c]) + rot * sn[c]);
+          }
+          break;
+        }
+      }
+    }
+    return std::vector<HostTensor>{out};
+  };
+  return d;
+}
+
+}  // namespace
+
+std::vector<OpDef> rowwise_ops() {
+  return {row_op("softmax", RowKind::kSoftmax, "softmax over the last dimension"),
+          row_op("layernorm", RowKind::kLayerNorm, "LayerNorm over the last dimension: (x - mean) / sqrt(var + eps) * gamma + beta"),
+          row_op("rmsnorm", RowKind::kRmsNorm, "RMSNorm over the last dimension: x / sqrt(mean(x^2) + eps) * gamma"),
+          row_op("swiglu", RowKind::kSwiGlu, "SwiGLU: silu(a) * b with [a, b] the two halves of the last dimension"),
+          row_op("rope", RowKind::kRopeHalf, "rotary embedding, half form: x cos + rotate_half(x) sin (x: ... x S x D; cos, sin: S x D)"),
+          row_op("rope_interleaved", RowKind::kRopeInterleaved, "rotary embedding, interleaved pairs (GPT-J form; cos, sin: S x D)")};
+}
+
+}  // namespace npusim::stack::ops

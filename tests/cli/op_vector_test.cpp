@@ -1,0 +1,138 @@
+// `npusim op` vector ops (Softmax, LayerNorm, RMSNorm, SwiGLU, RoPE in both forms, GELU in both forms, SiLU,
+// Cast, ReduceSum/Mean/Max, Transpose/Permute) against their CPU references (fp32 or double from the same inputs;
+// tolerances per dtype in cli/op_command.cpp, plus the accumulation bound a sum states) on split (tiny, 910b) and
+// coupled (910) chips, sizes that are not multiples of the tiles; tiles that follow the UB; LayerNorm bound by
+// the memory on a large tensor; clear errors.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "cli/cli_support.hpp"
+
+namespace {
+
+using npusim_test::op_json;
+using npusim_test::Result;
+using npusim_test::run;
+
+std::string random_shape(std::mt19937& rng, int dims, int max_last) {
+  std::string s;
+  for (int i = 0; i < dims; ++i) {
+    const int v = i + 1 == dims ? 1 + static_cast<int>(rng() % max_last) : 1 + static_cast<int>(rng() % 9);
+    s += (i ? "x" : "") + std::to_string(v);
+  }
+  return s;
+}
+
+// Rows must fit the UB: tiny (32 KiB of UB) gets rows up to 300 elements.
+void check_op(const std::string& op, const std::string& extra, int max_last, bool even_last = false, int min_dims = 1) {
+  std::mt19937 rng(static_cast<unsigned>(std::hash<std::string>{}(op)));
+  const char* dtypes[] = {"fp16", "bf16", "fp32"};
+  for (const char* config : {"tiny", "910b", "910"}) {
+    for (int i = 0; i < 3; ++i) {
+      const int last = std::string(config) == "tiny" ? std::min(max_last, 300) : max_last;
+      std::string shape = random_shape(rng, min_dims + static_cast<int>(rng() % (4 - min_dims)), last);
+      if (even_last) {  // the last dim doubled
+        const auto x = shape.find_last_of('x');
+        const std::string last = x == std::string::npos ? shape : shape.substr(x + 1);
+        shape = (x == std::string::npos ? "" : shape.substr(0, x + 1)) + std::to_string(2 * std::stoi(last));
+      }
+      const std::string args = op + " --check --config " + config + " -p shape=" + shape + " --dtype " + dtypes[i] + extra;
+      const auto j = op_json(args);
+      EXPECT_TRUE(j["check"]["passed"].get<bool>()) << args << " " << j["check"];
+    }
+  }
+}
+
+TEST(OpVector, SoftmaxNormsAndGatesMatchTheReference) {
+  check_op("softmax", "", 1500);
+  check_op("layernorm", " -p eps=1e-5", 1500);
+  check_op("rmsnorm", " -p eps=1e-6", 1500);
+  check_op("swiglu", "", 700, true);
+}
+
+TEST(OpVector, RopeInBothFormsMatchesTheReference) {
+  check_op("rope", "", 128, true, 2);
+  check_op("rope_interleaved", "", 128, true, 2);
+}
+
+TEST(OpVector, ActivationsAndCastMatchTheReference) {
+  check_op("gelu", "", 3000);
+  check_op("gelu_tanh", "", 3000);
+  check_op("silu", "", 3000);
+  for (const char* to : {"fp16", "bf16", "fp32"}) check_op("cast", std::string(" -p to=") + to, 3000);
+}
+
+TEST(OpVector, ReductionsAlongEveryAxisMatchTheReference) {
+  for (const char* op : {"reduce_sum", "reduce_mean", "reduce_max"}) {
+    for (const char* axis : {"0", "1", "-1"}) {
+      for (const char* config : {"tiny", "910b"}) {
+        const std::string args = std::string(op) + " --check -p shape=37x300x5 -p axis=" + axis + " --config " + config;
+        const auto j = op_json(args);
+        EXPECT_TRUE(j["check"]["passed"].get<bool>()) << args << " " << j["check"];
+      }
+    }
+  }
+  const auto j = op_json("reduce_sum --check -p shape=300x70 -p axis=0 --dtype fp32");
+  EXPECT_TRUE(j["check"]["passed"].get<bool>()) << j["check"];
+}
+
+TEST(OpVector, TransposeAndPermuteMatchTheReference) {
+  struct Case {
+    std::string shape, perm;
+  };
+  const Case cases[] = {{"64x128", ""}, {"100x37", ""}, {"3x300x70", "0,2,1"}, {"2x5x7x9", "0,2,1,3"}, {"4x3x2x33", "2,1,0,3"}};
+  for (const Case& c : cases) {
+    for (const char* dtype : {"fp16", "fp32"}) {
+      for (const char* config : {"tiny", "910"}) {
+        std::string args = "transpose --check -p shape=" + c.shape + " --dtype " + dtype + " --config " + config;
+        if (!c.perm.empty()) args += " -p perm=" + c.perm;
+        const auto j = op_json(args);
+        EXPECT_TRUE(j["check"]["passed"].get<bool>()) << args << " " << j["check"];
+      }
+    }
+  }
+}
+
+TEST(OpVector, RowTilesFollowTheUb) {
+  for (const char* op : {"softmax", "layernorm"}) {
+    const std::string shape = std::string(op) + " --check -p shape=512x1024";
+    const auto full = op_json(shape);
+    const auto half = op_json(shape + " --set buffers.ub.size=96KiB --set buffers.ub.bank_groups=8");
+    EXPECT_TRUE(full["check"]["passed"].get<bool>());
+    EXPECT_TRUE(half["check"]["passed"].get<bool>());
+    EXPECT_LT(half["op"]["tiling"]["rows_per_tile"].get<double>(), full["op"]["tiling"]["rows_per_tile"].get<double>()) << op;
+  }
+}
+
+// A 256 MiB LayerNorm (fp16 in and out, more than the 192 MiB L2): the HBM runs at most of its peak while the
+// Vector unit waits for data part of the time.
+TEST(OpVector, LayerNormOnALargeTensorIsBoundByTheMemory) {
+  const auto j = op_json("layernorm -p shape=32768x4096");
+  EXPECT_GT(j["memory"]["hbm_utilization"].get<double>(), 0.6) << j["memory"];
+  EXPECT_LT(j["kernel"]["pipes"]["vector"].get<double>(), 0.85) << j["kernel"]["pipes"];
+}
+
+TEST(OpVector, BadCallsAreClearErrors) {
+  struct Case {
+    std::string args, message;
+  };
+  const Case cases[] = {
+      {"op softmax -p shape=4x100000", "softmax: a row of 100000 elements does not fit the UB of chip 910b"},
+      {"op swiglu -p shape=4x7", "swiglu: the last dimension (7) must be even"},
+      {"op rope -p shape=64", "rope: shape 64 needs at least two dims"},
+      {"op layernorm -p shape=4x8 -p eps=-1", "parameter eps='-1' is not a non-negative number"},
+      {"op cast -p shape=4", "cast: parameter 'to' is required"},
+      {"op cast -p shape=4 -p to=int8", "--dtype 'int8' is not one of fp16, bf16, fp32"},
+      {"op reduce_sum -p shape=4x8 -p axis=2", "reduce_sum: axis='2' is not an axis of shape 4x8"},
+      {"op transpose -p shape=4x8x2 -p perm=0,1", "perm='0,1' is not a permutation of the 3 dims"},
+      {"op transpose -p shape=4x8x2 -p perm=2,0,1", "moves the last dim elsewhere than the one before it"},
+  };
+  for (const Case& c : cases) {
+    Result r = run(c.args);
+    EXPECT_EQ(r.status, 1) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+  }
+}
+
+}  // namespace
