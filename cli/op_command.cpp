@@ -146,11 +146,20 @@ int run_op_command(const OpOptions& opts) {
   report["op"]["inputs"] = shapes;
   report["op"]["output"] = ops::shape_string(plan.outputs[0].shape);
   report["op"]["workspace_bytes"] = plan.workspace_bytes;
+  const double kernel_s = report["kernel"]["time_us"].get<double>() * 1e-6;
   if (plan.flops > 0) {
     // Achieved rate over the kernel's own span (first block start to last block end), in 10^12 FLOP/s.
     report["op"]["flops"] = plan.flops;
-    report["op"]["tflops"] = plan.flops / (report["kernel"]["time_us"].get<double>() * 1e-6) / 1e12;
+    report["op"]["tflops"] = plan.flops / kernel_s / 1e12;
   }
+  // The op's compulsory traffic (every input read once, every output written once) over the kernel's span: the
+  // effective bandwidth, and it over the HBM peak.
+  std::uint64_t op_bytes = 0;
+  for (const auto& t : inputs) op_bytes += t.bytes();
+  for (const auto& t : plan.outputs) op_bytes += t.bytes();
+  report["op"]["bytes"] = op_bytes;
+  report["op"]["effective_GBps"] = static_cast<double>(op_bytes) / kernel_s / 1e9;
+  report["op"]["hbm_peak_fraction"] = static_cast<double>(op_bytes) / kernel_s / loaded.chip.hbm.peak_bytes_per_second();
   int status = 0;
   if (opts.check) {
     const std::vector<ops::HostTensor> ref = op->reference(inputs, params, in_values);
@@ -179,9 +188,17 @@ int run_op_command(const OpOptions& opts) {
               << report["op"]["output"].get<std::string>() << " on " << loaded.chip.name << "\n";
     std::cout << "  kernel      " << report["kernel"]["cycles"].get<std::uint64_t>() << " cycles, "
               << report["kernel"]["time_us"].get<double>() << " us on " << plan.block_dim << " block(s)\n";
+    std::cout << "  pipes      ";
+    for (const auto& [pipe, v] : report["kernel"]["pipes"].items())
+      if (v.get<double>() > 0) std::cout << " " << pipe << "=" << std::setprecision(2) << v.get<double>();
+    std::cout << std::setprecision(3) << "  (busy fraction over the cores that have the pipe)\n";
+    if (report["overlap"].contains("cube_vector"))
+      std::cout << "  overlap     cube_vector=" << report["overlap"]["cube_vector"].get<double>() << "\n";
     if (report["op"].contains("tflops"))
       std::cout << "  achieved    " << report["op"]["tflops"].get<double>() << " TFLOPS\n";
-    std::cout << "  HBM         " << report["memory"]["hbm_avg_GBps"].get<double>() << " GB/s\n";
+    std::cout << "  memory      " << report["op"]["effective_GBps"].get<double>() << " GB/s effective ("
+              << report["op"]["hbm_peak_fraction"].get<double>() * 100 << " % of the HBM peak), HBM "
+              << report["memory"]["hbm_avg_GBps"].get<double>() << " GB/s\n";
     if (report.contains("check"))
       std::cout << "  check       " << (status ? "FAILED" : "passed") << " (max abs err "
                 << report["check"]["max_abs_err"].get<double>() << ")\n";

@@ -61,3 +61,15 @@ TEST(OpCli, BadCallsAreClearErrors) {
 }
 
 }  // namespace
+
+namespace {
+
+// Issue 6: Add on 256 MiB tensors (fp16 a, b and out of 128 x 1024 x 1024) moves its compulsory 768 MiB at 80 % or
+// more of the 910b's 1638.4 GB/s HBM peak (op.hbm_peak_fraction, docs/metrics.md).
+TEST(OpCli, AddOn256MiBReachesEightyPercentOfTheHbmPeak) {
+  const auto j = npusim_test::op_json("add -p shape=128x1024x1024");
+  EXPECT_EQ(j["op"]["bytes"].get<double>(), 3.0 * 256 * 1024 * 1024);
+  EXPECT_GE(j["op"]["hbm_peak_fraction"].get<double>(), 0.8) << j["op"];
+}
+
+}  // namespace
