@@ -106,9 +106,7 @@ OpDef binary_op(const std::string& name, Bin op) {
   d.params = {"shape", "shape_b"};
   if (op == Bin::kDiv) d.input_ranges = {{-1.0f, 1.0f}, {0.5f, 2.0f}};  // divisors away from 0
   d.inputs = [](const Params& p, DType t) {
-    const auto it = p.find("shape");
-    if (it == p.end()) throw InputError("parameter 'shape' is required, e.g. -p shape=1024x1024");
-    const Shape a = parse_shape(it->second);
+    const Shape a = param_shape(p);
     const auto jt = p.find("shape_b");
     const Shape b = jt == p.end() ? a : parse_shape(jt->second);
     return std::vector<TensorDesc>{{a, t}, {b, t}};

@@ -719,51 +719,27 @@ void fa_kernel(const FaArgs& g, bool split) {
 
 // --- Host side ----------------------------------------------------------------------------------------------------
 
-std::uint32_t get_u32(const Params& p, const std::string& key, std::uint32_t def, std::uint32_t max, bool required) {
-  const auto it = p.find(key);
-  if (it == p.end()) {
-    if (required) throw InputError("flash_attention: parameter '" + key + "' is required (B, N, S, D; KVN, SK, causal, mask, scale optional)");
-    return def;
-  }
-  std::size_t pos = 0;
-  unsigned long long v = 0;
-  try {
-    if (!it->second.empty() && it->second[0] != '-') v = std::stoull(it->second, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos == 0 || pos != it->second.size() || v > max)
-    throw InputError("parameter " + key + "='" + it->second + "' is not an integer in 0.." + std::to_string(max));
-  return static_cast<std::uint32_t>(v);
+// A parameter the call cannot do without.
+std::uint32_t required_uint(const Params& p, const std::string& key, std::uint32_t max) {
+  if (!p.count(key)) throw InputError("flash_attention: parameter '" + key + "' is required (B, N, S, D; KVN, SK, causal, mask, scale optional)");
+  return param_uint(p, key, 0, max);
 }
 
 FaShape parse_fa(const Params& p) {
   FaShape s;
-  s.B = get_u32(p, "B", 1, 1u << 16, true);
-  s.N = get_u32(p, "N", 1, 1u << 12, true);
-  s.S = get_u32(p, "S", 1, 1u << 20, true);
-  s.D = get_u32(p, "D", 64, 256, true);
-  s.KVN = get_u32(p, "KVN", s.N, 1u << 12, false);
-  s.SK = get_u32(p, "SK", s.S, 1u << 20, false);
-  s.causal = get_u32(p, "causal", 0, 1, false);
-  s.mask = get_u32(p, "mask", 0, 1, false);
+  s.B = required_uint(p, "B", 1u << 16);
+  s.N = required_uint(p, "N", 1u << 12);
+  s.S = required_uint(p, "S", 1u << 20);
+  s.D = required_uint(p, "D", 256);
+  s.KVN = param_uint(p, "KVN", s.N, 1u << 12);
+  s.SK = param_uint(p, "SK", s.S, 1u << 20);
+  s.causal = param_uint(p, "causal", 0, 1);
+  s.mask = param_uint(p, "mask", 0, 1);
   if (!s.B || !s.N || !s.S || !s.D || !s.KVN || !s.SK) throw InputError("flash_attention: B, N, KVN, S, SK and D must be positive");
   if (s.D % 16 != 0) throw InputError("flash_attention: D=" + std::to_string(s.D) + " must be a multiple of 16 (at most 256)");
   if (s.N % s.KVN != 0)
     throw InputError("flash_attention: N=" + std::to_string(s.N) + " query heads cannot be grouped over KVN=" + std::to_string(s.KVN) + " key/value heads");
-  s.scale = static_cast<float>(1.0 / std::sqrt(static_cast<double>(s.D)));
-  if (const auto it = p.find("scale"); it != p.end()) {
-    std::size_t pos = 0;
-    double v = 0;
-    try {
-      v = std::stod(it->second, &pos);
-    } catch (const std::exception&) {
-      pos = 0;
-    }
-    if (pos == 0 || pos != it->second.size() || !(v > 0) || !std::isfinite(v))
-      throw InputError("parameter scale='" + it->second + "' is not a positive number");
-    s.scale = static_cast<float>(v);
-  }
+  s.scale = static_cast<float>(param_real(p, "scale", 1.0 / std::sqrt(static_cast<double>(s.D)), false));
   return s;
 }
 

@@ -374,23 +374,6 @@ MatmulTiling plan_tiling(const MatmulShape& s, std::uint64_t es, const config::C
   return best;
 }
 
-std::uint32_t param_u32(const std::map<std::string, std::string>& p, const std::string& key, std::uint32_t def,
-                        std::uint32_t max) {
-  const auto it = p.find(key);
-  if (it == p.end()) return def;
-  std::size_t pos = 0;
-  unsigned long long v = 0;
-  try {
-    if (!it->second.empty() && it->second[0] != '-') v = std::stoull(it->second, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos == 0 || pos != it->second.size() || v > max) {
-    throw InputError("parameter " + key + "='" + it->second + "' is not an integer in 0.." + std::to_string(max));
-  }
-  return static_cast<std::uint32_t>(v);
-}
-
 Activation parse_act(const std::string& v) {
   if (v == "none") return Activation::kNone;
   if (v == "relu") return Activation::kRelu;
@@ -403,14 +386,14 @@ MatmulShape parse_matmul(const std::map<std::string, std::string>& p) {
   MatmulShape s;
   for (const char* key : {"M", "N", "K"})
     if (!p.count(key)) throw InputError(std::string("parameter '") + key + "' is required, e.g. -p M=1024 -p N=1024 -p K=1024");
-  s.M = param_u32(p, "M", 0, 65535);
-  s.N = param_u32(p, "N", 0, 65535);
-  s.K = param_u32(p, "K", 0, 65535);
-  s.batch = param_u32(p, "B", 1, 1u << 20);
+  s.M = param_uint(p, "M", 0, 65535);
+  s.N = param_uint(p, "N", 0, 65535);
+  s.K = param_uint(p, "K", 0, 65535);
+  s.batch = param_uint(p, "B", 1, 1u << 20);
   if (!s.M || !s.N || !s.K || !s.batch) throw InputError("matmul: M, N, K and B must be positive");
-  s.trans_a = param_u32(p, "trans_a", 0, 1);
-  s.trans_b = param_u32(p, "trans_b", 0, 1);
-  s.bias = param_u32(p, "bias", 0, 1);
+  s.trans_a = param_uint(p, "trans_a", 0, 1);
+  s.trans_b = param_uint(p, "trans_b", 0, 1);
+  s.bias = param_uint(p, "bias", 0, 1);
   const auto it = p.find("act");
   if (it != p.end()) s.act = parse_act(it->second);
   return s;

@@ -1,5 +1,6 @@
 #include "stack/ops/op.hpp"
 
+#include <cmath>
 #include <sstream>
 
 #include "common/util/error.hpp"
@@ -52,6 +53,42 @@ hw::isa::DType parse_dtype(const std::string& text) {
   if (text == "bf16") return hw::isa::DType::kBf16;
   if (text == "fp32") return hw::isa::DType::kFp32;
   throw InputError("--dtype '" + text + "' is not one of fp16, bf16, fp32");
+}
+
+std::uint32_t param_uint(const Params& p, const std::string& key, std::uint32_t def, std::uint32_t max) {
+  const auto it = p.find(key);
+  if (it == p.end()) return def;
+  std::size_t pos = 0;
+  unsigned long long v = 0;
+  try {
+    if (!it->second.empty() && it->second[0] != '-') v = std::stoull(it->second, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  if (pos == 0 || pos != it->second.size() || v > max)
+    throw InputError("parameter " + key + "='" + it->second + "' is not an integer in 0.." + std::to_string(max));
+  return static_cast<std::uint32_t>(v);
+}
+
+double param_real(const Params& p, const std::string& key, double def, bool allow_zero) {
+  const auto it = p.find(key);
+  if (it == p.end()) return def;
+  std::size_t pos = 0;
+  double v = 0;
+  try {
+    v = std::stod(it->second, &pos);
+  } catch (const std::exception&) {
+    pos = 0;
+  }
+  if (pos == 0 || pos != it->second.size() || !std::isfinite(v) || v < 0 || (v == 0 && !allow_zero))
+    throw InputError("parameter " + key + "='" + it->second + "' is not a " + (allow_zero ? "non-negative" : "positive") + " number");
+  return v;
+}
+
+Shape param_shape(const Params& p) {
+  const auto it = p.find("shape");
+  if (it == p.end()) throw InputError("parameter 'shape' is required, e.g. -p shape=1024x1024");
+  return parse_shape(it->second);
 }
 
 const std::vector<OpDef>& all_ops() {

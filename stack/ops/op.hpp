@@ -23,6 +23,15 @@ std::uint64_t elements(const Shape& s);
 // "fp16", "bf16", "fp32" -> DType; throws InputError.
 hw::isa::DType parse_dtype(const std::string& text);
 
+// -p parameters. Each throws InputError naming the parameter and what it accepts.
+// An integer in 0..max, or `def` when absent.
+std::uint32_t param_uint(const std::map<std::string, std::string>& p, const std::string& key, std::uint32_t def,
+                         std::uint32_t max);
+// A finite number, positive (or non-negative with allow_zero), or `def` when absent.
+double param_real(const std::map<std::string, std::string>& p, const std::string& key, double def, bool allow_zero);
+// The required `shape` parameter, e.g. -p shape=4x1024.
+std::vector<std::uint64_t> param_shape(const std::map<std::string, std::string>& p);
+
 struct TensorDesc {
   Shape shape;
   hw::isa::DType dtype = hw::isa::DType::kFp16;

@@ -109,9 +109,7 @@ OpDef reduce_op(const std::string& name, Red red) {
               " along one axis (-p axis=k, default the last; the axis is removed)";
   d.params = {"shape", "axis"};
   d.inputs = [](const Params& p, DType t) {
-    const auto it = p.find("shape");
-    if (it == p.end()) throw InputError("parameter 'shape' is required, e.g. -p shape=64x1024");
-    return std::vector<TensorDesc>{{parse_shape(it->second), t}};
+    return std::vector<TensorDesc>{{param_shape(p), t}};
   };
   auto axis_of = [name](const Params& p, const Shape& s) {
     const auto it = p.find("axis");

@@ -267,21 +267,6 @@ void row_kernel(const RowArgs& a) {
 
 // --- Host side ----------------------------------------------------------------------------------------------------
 
-float param_float(const Params& p, const std::string& key, float def) {
-  const auto it = p.find(key);
-  if (it == p.end()) return def;
-  std::size_t pos = 0;
-  double v = 0;
-  try {
-    v = std::stod(it->second, &pos);
-  } catch (const std::exception&) {
-    pos = 0;
-  }
-  if (pos == 0 || pos != it->second.size() || !std::isfinite(v) || v < 0)
-    throw InputError("parameter " + key + "='" + it->second + "' is not a non-negative number");
-  return static_cast<float>(v);
-}
-
 // UB bytes per row of a tile, and fixed bytes, for the kind.
 void ub_need(RowKind kind, std::uint64_t h, std::uint64_t es, std::uint64_t* per_row, std::uint64_t* fixed) {
   const bool halves = kind == RowKind::kSwiGlu || kind == RowKind::kRopeHalf;
@@ -309,9 +294,7 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
   d.params = {"shape"};
   if (norm) d.params.push_back("eps");
   d.inputs = [=](const Params& p, DType t) {
-    const auto it = p.find("shape");
-    if (it == p.end()) throw InputError("parameter 'shape' is required, e.g. -p shape=1024x1024");
-    const Shape s = parse_shape(it->second);
+    const Shape s = param_shape(p);
     const std::uint64_t h = s.back();
     std::vector<TensorDesc> in{{s, t}};
     if (norm) in.push_back({Shape{h}, t});
@@ -335,7 +318,7 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
     a.h = h;
     a.ho = kind == RowKind::kSwiGlu ? h / 2 : h;
     a.seq = rope ? s[s.size() - 2] : 0;
-    a.eps = param_float(p, "eps", 1e-5f);
+    a.eps = static_cast<float>(param_real(p, "eps", 1e-5, true));
     std::uint64_t per_row = 0, fixed = 0;
     ub_need(kind, h, es, &per_row, &fixed);
     const std::uint64_t len = (kind == RowKind::kSwiGlu || kind == RowKind::kRopeHalf) ? h / 2 : h;
@@ -370,7 +353,7 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
   d.reference = [=](const std::vector<TensorDesc>& in, const Params& p, const std::vector<HostTensor>& v) {
     const Shape& s = in[0].shape;
     const std::uint64_t h = s.back(), rows = elements(s) / h, ho = kind == RowKind::kSwiGlu ? h / 2 : h;
-    const double eps = param_float(p, "eps", 1e-5f);
+    const double eps = static_cast<float>(param_real(p, "eps", 1e-5, true));
     HostTensor out(rows * ho);
     for (std::uint64_t r = 0; r < rows; ++r) {
       const float* x = v[0].data() + r * h;

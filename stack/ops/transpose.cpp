@@ -150,9 +150,7 @@ OpDef transpose_op() {
   d.summary = "permute dims (-p perm=..., default: swap the last two); the last dim stays last or swaps with the one before";
   d.params = {"shape", "perm"};
   d.inputs = [](const Params& p, DType t) {
-    const auto it = p.find("shape");
-    if (it == p.end()) throw InputError("parameter 'shape' is required, e.g. -p shape=64x128");
-    return std::vector<TensorDesc>{{parse_shape(it->second), t}};
+    return std::vector<TensorDesc>{{param_shape(p), t}};
   };
   d.plan = [](const std::vector<TensorDesc>& in, const Params& p, const config::ChipConfig& chip) {
     const Shape& s = in[0].shape;

@@ -79,9 +79,7 @@ OpDef unary_op(const std::string& name, Activation act, const std::string& summa
   d.params = {"shape"};
   if (act == Activation::kNone) d.params.push_back("to");
   d.inputs = [](const Params& p, DType t) {
-    const auto it = p.find("shape");
-    if (it == p.end()) throw InputError("parameter 'shape' is required, e.g. -p shape=1024x1024");
-    return std::vector<TensorDesc>{{parse_shape(it->second), t}};
+    return std::vector<TensorDesc>{{param_shape(p), t}};
   };
   d.plan = [act, name](const std::vector<TensorDesc>& in, const Params& p, const config::ChipConfig& chip) {
     DType out_t = in[0].dtype;

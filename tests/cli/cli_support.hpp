@@ -10,6 +10,7 @@
 #include <fstream>
 #include <sstream>
 #include <string>
+#include <vector>
 
 #include <nlohmann/json.hpp>
 
@@ -48,6 +49,18 @@ inline nlohmann::json op_json(const std::string& args) {
   Result r = run("op " + args + " --json");
   EXPECT_EQ(r.status, 0) << args << "\n" << r.err;
   return r.status == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+}
+
+// Calls that must fail as bad input (exit status 1) with `message` in stderr.
+struct ErrorCase {
+  std::string args, message;
+};
+inline void expect_input_errors(const std::vector<ErrorCase>& cases) {
+  for (const ErrorCase& c : cases) {
+    Result r = run(c.args);
+    EXPECT_EQ(r.status, 1) << c.args << "\n" << r.err;
+    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
+  }
 }
 
 inline std::string write_file(const std::string& name, const std::string& text) {

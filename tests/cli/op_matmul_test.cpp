@@ -11,8 +11,6 @@
 namespace {
 
 using npusim_test::op_json;
-using npusim_test::Result;
-using npusim_test::run;
 
 TEST(OpMatmul, RandomShapesMatchTheReferenceOnSplitAndCoupledChips) {
   std::mt19937 rng(11);
@@ -62,22 +60,14 @@ TEST(OpMatmul, ComputeBound4096CubedReachesEightyPercentOfPeak) {
 }
 
 TEST(OpMatmul, BadCallsAreClearErrors) {
-  struct Case {
-    std::string args, message;
-  };
-  const Case cases[] = {
+  npusim_test::expect_input_errors({
       {"op matmul -p M=4 -p N=4", "parameter 'K' is required"},
       {"op matmul -p M=4 -p N=4 -p K=0", "M, N, K and B must be positive"},
       {"op matmul -p M=4 -p N=4 -p K=70000", "parameter K='70000' is not an integer in 0..65535"},
       {"op matmul -p M=4 -p N=4 -p K=4 -p trans_a=2", "parameter trans_a='2' is not an integer in 0..1"},
       {"op matmul -p M=4 -p N=4 -p K=4 -p act=tanh", "act='tanh' is not one of none, relu, gelu, gelu_tanh"},
       {"op matmul -p M=4 -p N=4 -p K=4 --dtype fp32", "matmul takes fp16 or bf16"},
-  };
-  for (const Case& c : cases) {
-    Result r = run(c.args);
-    EXPECT_EQ(r.status, 1) << c.args << "\n" << r.err;
-    EXPECT_NE(r.err.find(c.message), std::string::npos) << c.args << "\n" << r.err;
-  }
+  });
 }
 
 }  // namespace

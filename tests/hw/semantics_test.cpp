@@ -712,7 +712,7 @@ TEST(VectorSemantics, GatherReadsByByteOffsetsAndChecksThem) {
   EXPECT_EQ(pipe_of(g), Pipe::kV);
 }
 
-TEST(CubeSemantics, BiasLoadConvertsToFp32AndSeedsMmad) {
+TEST(CubeSemantics, BiasLoadConvertsToFp32OnMte1) {
   TestMemory m;
   for (int i = 0; i < 16; ++i) reinterpret_cast<Half*>(m.local(Space::kL1, 0x200, 0))[i] = to_half(0.5f * i);
   Instr in;
