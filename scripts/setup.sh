@@ -17,6 +17,9 @@ PACKAGES=(
   libcli11-dev            # command line
   libgtest-dev libgmock-dev
   libbenchmark-dev        # Google Benchmark
+  libonnx-dev libprotobuf-dev protobuf-compiler   # ONNX import
+  libonnx-testdata        # ONNX node tests (conformance)
+  python3-onnx python3-numpy                      # test models written by tests/framework/make_models.py
 )
 
 build=1

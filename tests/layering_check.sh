@@ -22,5 +22,9 @@ check traces hw firmware stack cli
 check hw firmware stack cli
 check firmware stack cli
 check stack cli
+# Inside stack, top to bottom: framework -> graph -> ops -> runtime.
+check stack/graph stack/framework
+check stack/ops stack/graph stack/framework
+check stack/runtime stack/ops stack/graph stack/framework
 [ $status -eq 0 ] && echo "layering: ok"
 exit $status

@@ -853,7 +853,7 @@ OpDef flash_attention_op() {
       std::size_t i = 3;
       if (g.s.mask) a.mask = buf[i++];
       a.o = buf[i++];
-      a.workspace = buf[i];
+      a.workspace = i < buf.size() ? buf[i] : 0;  // coupled chips plan no workspace
       if (t == DType::kBf16) return [a, split] { fa_kernel<bfloat16_t>(a, split); };
       return [a, split] { fa_kernel<half>(a, split); };
     };

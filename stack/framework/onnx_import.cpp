@@ -1,0 +1,214 @@
+#include "stack/framework/onnx_import.hpp"
+
+#include <onnx/onnx_pb.h>
+#include <onnx/shape_inference/implementation.h>
+
+#include <algorithm>
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "common/util/error.hpp"
+
+namespace npusim::stack::framework {
+
+using graph::Attribute;
+using graph::Dim;
+using graph::Dims;
+using graph::ElemType;
+using graph::Graph;
+using graph::Tensor;
+
+namespace {
+
+ElemType elem_type(int onnx_type) {
+  switch (onnx_type) {
+    case onnx::TensorProto::FLOAT: return ElemType::kFloat32;
+    case onnx::TensorProto::FLOAT16: return ElemType::kFloat16;
+    case onnx::TensorProto::BFLOAT16: return ElemType::kBFloat16;
+    case onnx::TensorProto::DOUBLE: return ElemType::kFloat64;
+    case onnx::TensorProto::INT64: return ElemType::kInt64;
+    case onnx::TensorProto::INT32: return ElemType::kInt32;
+    case onnx::TensorProto::INT16: return ElemType::kInt16;
+    case onnx::TensorProto::INT8: return ElemType::kInt8;
+    case onnx::TensorProto::UINT8: return ElemType::kUint8;
+    case onnx::TensorProto::BOOL: return ElemType::kBool;
+    default: return ElemType::kUndefined;
+  }
+}
+
+// Typed fields of a TensorProto -> little-endian bytes of the element type.
+Tensor tensor_of(const onnx::TensorProto& t, const std::string& what) {
+  if (t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0)
+    throw InputError(what + ": tensor '" + t.name() + "' keeps its data in an external file (not supported: save the model with the data inside)");
+  Tensor out;
+  out.type = elem_type(t.data_type());
+  if (out.type == ElemType::kUndefined)
+    throw InputError(what + ": tensor '" + t.name() + "' has an unsupported element type (" + std::to_string(t.data_type()) + ")");
+  for (auto d : t.dims()) out.shape.push_back(d);
+  const std::size_t n = static_cast<std::size_t>(out.elements()), es = graph::elem_bytes(out.type);
+  if (t.has_raw_data()) {
+    if (t.raw_data().size() != n * es)
+      throw InputError(what + ": tensor '" + t.name() + "' has " + std::to_string(t.raw_data().size()) + " bytes of data for " +
+                       std::to_string(n) + " elements");
+    out.bytes.assign(t.raw_data().begin(), t.raw_data().end());
+    return out;
+  }
+  out.bytes.resize(n * es);
+  auto put = [&](std::size_t count, auto get) {
+    if (count != n)
+      throw InputError(what + ": tensor '" + t.name() + "' has " + std::to_string(count) + " values for " + std::to_string(n) + " elements");
+    for (std::size_t i = 0; i < n; ++i) get(i, out.bytes.data() + i * es);
+  };
+  switch (out.type) {
+    case ElemType::kFloat32:
+      put(static_cast<std::size_t>(t.float_data_size()), [&](std::size_t i, std::uint8_t* p) { const float v = t.float_data(static_cast<int>(i)); std::memcpy(p, &v, 4); });
+      break;
+    case ElemType::kFloat64:
+      put(static_cast<std::size_t>(t.double_data_size()), [&](std::size_t i, std::uint8_t* p) { const double v = t.double_data(static_cast<int>(i)); std::memcpy(p, &v, 8); });
+      break;
+    case ElemType::kInt64:
+      put(static_cast<std::size_t>(t.int64_data_size()), [&](std::size_t i, std::uint8_t* p) { const std::int64_t v = t.int64_data(static_cast<int>(i)); std::memcpy(p, &v, 8); });
+      break;
+    default:  // int32_data holds int32, int16, int8, uint8, bool, fp16 and bf16 (the low bits of each entry)
+      put(static_cast<std::size_t>(t.int32_data_size()), [&](std::size_t i, std::uint8_t* p) {
+        const std::int32_t v = t.int32_data(static_cast<int>(i));
+        std::memcpy(p, &v, es);
+      });
+      break;
+  }
+  return out;
+}
+
+Attribute attribute_of(const onnx::AttributeProto& a, const std::string& node, const std::string& what) {
+  Attribute out;
+  switch (a.type()) {
+    case onnx::AttributeProto::INT: out.kind = Attribute::Kind::kInt; out.i = a.i(); break;
+    case onnx::AttributeProto::FLOAT: out.kind = Attribute::Kind::kFloat; out.f = a.f(); break;
+    case onnx::AttributeProto::STRING: out.kind = Attribute::Kind::kString; out.s = a.s(); break;
+    case onnx::AttributeProto::INTS:
+      out.kind = Attribute::Kind::kInts;
+      out.ints.assign(a.ints().begin(), a.ints().end());
+      break;
+    case onnx::AttributeProto::FLOATS:
+      out.kind = Attribute::Kind::kFloats;
+      out.floats.assign(a.floats().begin(), a.floats().end());
+      break;
+    case onnx::AttributeProto::TENSOR:
+      out.kind = Attribute::Kind::kTensor;
+      out.t = tensor_of(a.t(), what);
+      break;
+    case onnx::AttributeProto::GRAPH: case onnx::AttributeProto::GRAPHS:
+      throw InputError(what + ": node '" + node + "' has a subgraph (attribute '" + a.name() + "'): control flow is not supported");
+    default:
+      throw InputError(what + ": node '" + node + "': attribute '" + a.name() + "' has an unsupported kind");
+  }
+  return out;
+}
+
+// The type and shape a ValueInfoProto gives (an unknown rank stays unknown).
+void type_of(const onnx::ValueInfoProto& vi, ElemType* type, std::optional<Dims>* shape) {
+  if (!vi.type().has_tensor_type()) return;
+  const auto& tt = vi.type().tensor_type();
+  *type = elem_type(tt.elem_type());
+  if (!tt.has_shape()) return;
+  Dims d;
+  for (const auto& dim : tt.shape().dim()) {
+    if (dim.has_dim_value()) d.push_back(Dim::of(dim.dim_value()));
+    else d.push_back(Dim::sym(dim.has_dim_param() ? dim.dim_param() : std::string()));
+  }
+  *shape = d;
+}
+
+}  // namespace
+
+ImportedModel import_onnx(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(path + ": cannot read the model file");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  return import_onnx_bytes(ss.str(), path);
+}
+
+ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& what) {
+  onnx::ModelProto model;
+  if (bytes.empty() || !model.ParseFromString(bytes) || !model.has_graph())
+    throw InputError(what + ": not an ONNX model (the protobuf does not parse as a ModelProto with a graph)");
+  ImportedModel out;
+  for (const auto& op : model.opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx") out.opset = op.version();
+  out.producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
+  // ONNX's shape inference fills value_info; a model it rejects is reported as such.
+  try {
+    onnx::shape_inference::InferShapes(model);
+  } catch (const std::exception& e) {
+    throw InputError(what + ": ONNX shape inference failed: " + e.what());
+  }
+  const onnx::GraphProto& gp = model.graph();
+  Graph& g = out.graph;
+  g.name = gp.name();
+  try {
+    std::vector<std::string> init_names;
+    for (const auto& t : gp.initializer()) {
+      g.add_constant(t.name(), tensor_of(t, what));
+      init_names.push_back(t.name());
+    }
+    auto declare = [&](const onnx::ValueInfoProto& vi) {
+      ElemType type = ElemType::kUndefined;
+      std::optional<Dims> shape;
+      type_of(vi, &type, &shape);
+      const graph::ValueId existing = g.find_value(vi.name());
+      if (existing != graph::kNoValue) {  // an initializer also listed as an input or with value_info
+        return existing;
+      }
+      return g.add_value(vi.name(), type, shape);
+    };
+    for (const auto& vi : gp.input()) {
+      const bool is_init = std::find(init_names.begin(), init_names.end(), vi.name()) != init_names.end();
+      const graph::ValueId id = declare(vi);
+      if (!is_init) g.inputs.push_back(id);
+    }
+    for (const auto& vi : gp.value_info()) declare(vi);
+    for (const auto& vi : gp.output()) declare(vi);
+    for (int i = 0; i < gp.node_size(); ++i) {
+      const onnx::NodeProto& np = gp.node(i);
+      graph::Node n;
+      n.name = np.name().empty() ? np.op_type() + "_" + std::to_string(i) : np.name();
+      n.op_type = np.op_type();
+      n.domain = np.domain() == "ai.onnx" ? "" : np.domain();
+      for (const auto& a : np.attribute()) n.attrs[a.name()] = attribute_of(a, n.name, what);
+      for (const auto& in : np.input()) {
+        if (in.empty()) {
+          n.inputs.push_back(graph::kNoValue);
+          continue;
+        }
+        graph::ValueId id = g.find_value(in);
+        if (id == graph::kNoValue) id = g.add_value(in, ElemType::kUndefined);
+        n.inputs.push_back(id);
+      }
+      for (const auto& o : np.output()) {
+        graph::ValueId id = g.find_value(o);
+        if (id == graph::kNoValue) id = g.add_value(o.empty() ? std::string() : o, ElemType::kUndefined);
+        n.outputs.push_back(id);
+      }
+      g.add_node(std::move(n));
+    }
+    for (const auto& vi : gp.output()) g.outputs.push_back(g.find_value(vi.name()));
+    g.verify();
+  } catch (const graph::GraphError& e) {
+    throw InputError(what + ": " + e.what());
+  }
+  return out;
+}
+
+std::vector<std::string> unsupported_nodes(const graph::Graph& g, const std::vector<std::string>& supported) {
+  std::vector<std::string> out;
+  for (graph::NodeId id : g.topo_order()) {
+    const graph::Node& n = g.node(id);
+    const bool known = n.domain.empty() && std::find(supported.begin(), supported.end(), n.op_type) != supported.end();
+    if (!known) out.push_back(n.name + " (" + (n.domain.empty() ? "" : n.domain + ".") + n.op_type + ")");
+  }
+  return out;
+}
+
+}  // namespace npusim::stack::framework

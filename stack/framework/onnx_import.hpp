@@ -1,0 +1,30 @@
+// ONNX import (issue 7): an ONNX model file -> the graph IR, with Debian's libonnx and protobuf. ONNX's own shape
+// inference runs first, so values carry the types and shapes it can infer (symbolic dims keep their names);
+// initializers become constants; node attributes keep their kinds. Models with external data, and control-flow
+// nodes with subgraphs, are refused with errors naming the model and the node.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "stack/graph/graph.hpp"
+
+namespace npusim::stack::framework {
+
+struct ImportedModel {
+  graph::Graph graph;
+  std::int64_t opset = 0;  // the default domain's opset version
+  std::string producer;    // producer_name [+ version]
+};
+
+// Throws InputError: the file cannot be read or parsed, uses external data, or its graph does not verify.
+ImportedModel import_onnx(const std::string& path);
+// The same from the bytes of a ModelProto; `what` names it in errors.
+ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& what);
+
+// Nodes whose op type (in the default domain) is not in `supported`, as "name (OpType)" in graph order; a caller
+// reports them all in one error.
+std::vector<std::string> unsupported_nodes(const graph::Graph& g, const std::vector<std::string>& supported);
+
+}  // namespace npusim::stack::framework

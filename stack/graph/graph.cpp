@@ -1,0 +1,266 @@
+#include "stack/graph/graph.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "hw/isa/dtype.hpp"
+
+namespace npusim::stack::graph {
+
+std::string_view elem_name(ElemType t) {
+  switch (t) {
+    case ElemType::kUndefined: return "undefined";
+    case ElemType::kFloat32: return "float32";
+    case ElemType::kFloat16: return "float16";
+    case ElemType::kBFloat16: return "bfloat16";
+    case ElemType::kFloat64: return "float64";
+    case ElemType::kInt64: return "int64";
+    case ElemType::kInt32: return "int32";
+    case ElemType::kInt16: return "int16";
+    case ElemType::kInt8: return "int8";
+    case ElemType::kUint8: return "uint8";
+    case ElemType::kBool: return "bool";
+  }
+  return "?";
+}
+
+std::size_t elem_bytes(ElemType t) {
+  switch (t) {
+    case ElemType::kFloat64: case ElemType::kInt64: return 8;
+    case ElemType::kFloat32: case ElemType::kInt32: return 4;
+    case ElemType::kFloat16: case ElemType::kBFloat16: case ElemType::kInt16: return 2;
+    case ElemType::kInt8: case ElemType::kUint8: case ElemType::kBool: return 1;
+    case ElemType::kUndefined: return 0;
+  }
+  return 0;
+}
+
+std::string dims_string(const Dims& d) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + d[i].str();
+  return s + "]";
+}
+
+std::int64_t Tensor::elements() const {
+  std::int64_t n = 1;
+  for (auto d : shape) n *= d;
+  return n;
+}
+
+std::vector<double> Tensor::as_doubles() const {
+  const std::size_t es = elem_bytes(type);
+  if (es == 0) throw GraphError("constant of undefined element type");
+  const std::size_t n = bytes.size() / es;
+  std::vector<double> out(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    const std::uint8_t* p = bytes.data() + i * es;
+    switch (type) {
+      case ElemType::kFloat32: { float v; std::memcpy(&v, p, 4); out[i] = v; break; }
+      case ElemType::kFloat64: { double v; std::memcpy(&v, p, 8); out[i] = v; break; }
+      case ElemType::kFloat16: { hw::isa::Half h; std::memcpy(&h.bits, p, 2); out[i] = hw::isa::to_float(h); break; }
+      case ElemType::kBFloat16: { hw::isa::BFloat16 b; std::memcpy(&b.bits, p, 2); out[i] = hw::isa::to_float(b); break; }
+      case ElemType::kInt64: { std::int64_t v; std::memcpy(&v, p, 8); out[i] = static_cast<double>(v); break; }
+      case ElemType::kInt32: { std::int32_t v; std::memcpy(&v, p, 4); out[i] = v; break; }
+      case ElemType::kInt16: { std::int16_t v; std::memcpy(&v, p, 2); out[i] = v; break; }
+      case ElemType::kInt8: out[i] = static_cast<std::int8_t>(*p); break;
+      case ElemType::kUint8: case ElemType::kBool: out[i] = *p; break;
+      case ElemType::kUndefined: break;
+    }
+  }
+  return out;
+}
+
+std::vector<std::int64_t> Tensor::as_ints() const {
+  const std::vector<double> d = as_doubles();
+  std::vector<std::int64_t> out(d.size());
+  if (type == ElemType::kInt64) {  // exact, beyond 2^53 too
+    for (std::size_t i = 0; i < out.size(); ++i) std::memcpy(&out[i], bytes.data() + i * 8, 8);
+    return out;
+  }
+  for (std::size_t i = 0; i < d.size(); ++i) out[i] = static_cast<std::int64_t>(d[i]);
+  return out;
+}
+
+const Attribute* Node::attr(const std::string& key) const {
+  const auto it = attrs.find(key);
+  return it == attrs.end() ? nullptr : &it->second;
+}
+std::int64_t Node::attr_int(const std::string& key, std::int64_t def) const {
+  const Attribute* a = attr(key);
+  return a && a->kind == Attribute::Kind::kInt ? a->i : def;
+}
+float Node::attr_float(const std::string& key, float def) const {
+  const Attribute* a = attr(key);
+  return a && a->kind == Attribute::Kind::kFloat ? a->f : def;
+}
+
+ValueId Graph::add_value(std::string name, ElemType type, std::optional<Dims> shape) {
+  if (name.empty()) name = "_v" + std::to_string(values_.size());
+  if (by_name_.count(name)) throw GraphError("value '" + name + "' is defined twice");
+  const auto id = static_cast<ValueId>(values_.size());
+  Value v;
+  v.name = name;
+  v.type = type;
+  v.shape = std::move(shape);
+  values_.push_back(std::move(v));
+  by_name_[values_.back().name] = id;
+  return id;
+}
+
+ValueId Graph::add_constant(std::string name, Tensor t) {
+  Dims d;
+  for (auto s : t.shape) d.push_back(Dim::of(s));
+  const ValueId id = add_value(std::move(name), t.type, d);
+  values_[static_cast<std::size_t>(id)].constant = std::move(t);
+  return id;
+}
+
+NodeId Graph::add_node(Node n) {
+  const auto id = static_cast<NodeId>(nodes_.size());
+  if (n.name.empty()) n.name = n.op_type + "_" + std::to_string(id);
+  for (ValueId in : n.inputs) {
+    if (in == kNoValue) continue;
+    value(in).consumers.push_back(id);
+  }
+  for (ValueId out : n.outputs) {
+    Value& v = value(out);
+    if (v.producer >= 0 && nodes_[static_cast<std::size_t>(v.producer)].alive)
+      throw GraphError("value '" + v.name + "' is produced by both node '" + nodes_[static_cast<std::size_t>(v.producer)].name +
+                       "' and node '" + n.name + "'");
+    v.producer = id;
+  }
+  nodes_.push_back(std::move(n));
+  return id;
+}
+
+void Graph::remove_node(NodeId id) {
+  Node& n = node(id);
+  if (!n.alive) return;
+  for (ValueId in : n.inputs) {
+    if (in == kNoValue) continue;
+    auto& c = value(in).consumers;
+    const auto it = std::find(c.begin(), c.end(), id);
+    if (it != c.end()) c.erase(it);
+  }
+  for (ValueId out : n.outputs)
+    if (value(out).producer == id) value(out).producer = -1;
+  n.alive = false;
+}
+
+void Graph::replace_uses(ValueId from, ValueId to) {
+  if (from == to) return;
+  Value& f = value(from);
+  for (NodeId c : f.consumers) {
+    for (ValueId& in : node(c).inputs)
+      if (in == from) in = to;
+    value(to).consumers.push_back(c);
+  }
+  // A node using `from` twice was listed twice and moved twice: the counts match.
+  f.consumers.clear();
+  for (ValueId& o : outputs)
+    if (o == from) o = to;
+}
+
+void Graph::compact() {
+  std::vector<NodeId> remap(nodes_.size(), -1);
+  std::vector<Node> kept;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i].alive) continue;
+    remap[i] = static_cast<NodeId>(kept.size());
+    kept.push_back(std::move(nodes_[i]));
+  }
+  nodes_ = std::move(kept);
+  for (Value& v : values_) {
+    v.producer = v.producer >= 0 ? remap[static_cast<std::size_t>(v.producer)] : -1;
+    for (NodeId& c : v.consumers) c = remap[static_cast<std::size_t>(c)];
+    v.consumers.erase(std::remove(v.consumers.begin(), v.consumers.end(), -1), v.consumers.end());
+  }
+}
+
+Value& Graph::value(ValueId id) {
+  if (id < 0 || static_cast<std::size_t>(id) >= values_.size()) throw GraphError("no value with id " + std::to_string(id));
+  return values_[static_cast<std::size_t>(id)];
+}
+const Value& Graph::value(ValueId id) const { return const_cast<Graph*>(this)->value(id); }
+Node& Graph::node(NodeId id) {
+  if (id < 0 || static_cast<std::size_t>(id) >= nodes_.size()) throw GraphError("no node with id " + std::to_string(id));
+  return nodes_[static_cast<std::size_t>(id)];
+}
+const Node& Graph::node(NodeId id) const { return const_cast<Graph*>(this)->node(id); }
+
+std::size_t Graph::live_nodes() const {
+  return static_cast<std::size_t>(std::count_if(nodes_.begin(), nodes_.end(), [](const Node& n) { return n.alive; }));
+}
+
+ValueId Graph::find_value(const std::string& name) const {
+  const auto it = by_name_.find(name);
+  return it == by_name_.end() ? kNoValue : it->second;
+}
+
+std::vector<NodeId> Graph::topo_order() const {
+  // Kahn's algorithm over live nodes, in insertion order among the ready ones (stable for the same graph).
+  std::vector<int> pending(nodes_.size(), 0);
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    if (!nodes_[i].alive) continue;
+    for (ValueId in : nodes_[i].inputs) {
+      if (in == kNoValue) continue;
+      const NodeId p = values_[static_cast<std::size_t>(in)].producer;
+      if (p >= 0 && nodes_[static_cast<std::size_t>(p)].alive) ++pending[i];
+    }
+  }
+  std::vector<NodeId> ready, order;
+  for (std::size_t i = 0; i < nodes_.size(); ++i)
+    if (nodes_[i].alive && pending[i] == 0) ready.push_back(static_cast<NodeId>(i));
+  for (std::size_t head = 0; head < ready.size(); ++head) {
+    const NodeId n = ready[head];
+    order.push_back(n);
+    for (ValueId out : nodes_[static_cast<std::size_t>(n)].outputs)
+      for (NodeId c : values_[static_cast<std::size_t>(out)].consumers)
+        if (--pending[static_cast<std::size_t>(c)] == 0) ready.push_back(c);
+  }
+  if (order.size() != live_nodes()) {
+    for (std::size_t i = 0; i < nodes_.size(); ++i)
+      if (nodes_[i].alive && pending[i] > 0)
+        throw GraphError("the graph has a cycle through node '" + nodes_[i].name + "' (" + nodes_[i].op_type + ")");
+  }
+  return order;
+}
+
+void Graph::verify() const {
+  std::vector<bool> is_input(values_.size(), false);
+  for (ValueId in : inputs) is_input.at(static_cast<std::size_t>(in)) = true;
+  for (std::size_t i = 0; i < nodes_.size(); ++i) {
+    const Node& n = nodes_[i];
+    if (!n.alive) continue;
+    for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+      const ValueId in = n.inputs[k];
+      if (in == kNoValue) continue;
+      if (in < 0 || static_cast<std::size_t>(in) >= values_.size())
+        throw GraphError("node '" + n.name + "' (" + n.op_type + "): input " + std::to_string(k) + " is not a value");
+      const Value& v = values_[static_cast<std::size_t>(in)];
+      const bool produced = (v.producer >= 0 && nodes_[static_cast<std::size_t>(v.producer)].alive) || v.constant ||
+                            is_input[static_cast<std::size_t>(in)];
+      if (!produced)
+        throw GraphError("node '" + n.name + "' (" + n.op_type + "): input '" + v.name + "' is produced by nothing");
+      if (std::count(v.consumers.begin(), v.consumers.end(), static_cast<NodeId>(i)) !=
+          std::count(n.inputs.begin(), n.inputs.end(), in))
+        throw GraphError("value '" + v.name + "': its consumer list does not match node '" + n.name + "'");
+    }
+    for (ValueId out : n.outputs) {
+      const Value& v = value(out);
+      if (v.producer != static_cast<NodeId>(i))
+        throw GraphError("value '" + v.name + "' names a different producer than node '" + n.name + "'");
+      if (is_input[static_cast<std::size_t>(out)] || v.constant)
+        throw GraphError("node '" + n.name + "' writes '" + v.name + "', which is a graph input or a constant");
+    }
+  }
+  for (ValueId o : outputs) {
+    const Value& v = value(o);
+    const bool produced = (v.producer >= 0 && nodes_[static_cast<std::size_t>(v.producer)].alive) || v.constant ||
+                          is_input[static_cast<std::size_t>(o)];
+    if (!produced) throw GraphError("graph output '" + v.name + "' is produced by nothing");
+  }
+  (void)topo_order();
+}
+
+}  // namespace npusim::stack::graph
