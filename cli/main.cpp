@@ -11,6 +11,7 @@
 #include "cli/kernel_command.hpp"
 #include "cli/memtrace_command.hpp"
 #include "cli/op_command.hpp"
+#include "cli/run_command.hpp"
 #include "common/config/loader.hpp"
 #include "common/util/error.hpp"
 
@@ -82,6 +83,20 @@ int sc_main(int argc, char** argv) {
   op->add_option("--summary", oopts.summary, "write the op summary CSV to FILE")->type_name("FILE");
   op->footer("Ops:\n" + npusim::cli::describe_ops());
 
+  npusim::cli::RunOptions ropts;
+  ConfigOptions run_cfg;
+  CLI::App* run = app.add_subcommand("run", "run an ONNX model through the stack: import, lower to library ops, runtime");
+  run->add_option("model", ropts.model, "MODEL.onnx")->required();
+  add_config_options(*run, run_cfg);
+  run->add_option("--dim", ropts.dims, "bind a symbolic input dim, e.g. --dim batch=4 (repeatable)")->type_name("NAME=SIZE");
+  run->add_flag("--functional", ropts.functional, "compute the values (seeded random inputs); outputs summarised in --json");
+  run->add_option("--inputs", ropts.inputs_dir, "with --functional: read input NAME from DIR/NAME.npy")->type_name("DIR");
+  run->add_option("--outputs", ropts.outputs_dir, "with --functional: write output NAME to DIR/NAME.npy")->type_name("DIR");
+  run->add_flag("--no-fusion", ropts.no_fusion, "run the graph as imported (no fusion passes exist yet: the same program)");
+  run->add_flag("--json", ropts.json, "print one JSON object (keys in docs/metrics.md)");
+  run->add_option("--trace", ropts.trace, "write a Chrome/Perfetto trace to FILE")->type_name("FILE");
+  run->add_option("--summary", ropts.summary, "write the op summary CSV to FILE")->type_name("FILE");
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -96,6 +111,11 @@ int sc_main(int argc, char** argv) {
   }
 
   try {
+    if (*run) {
+      ropts.config = run_cfg.config;
+      ropts.sets = run_cfg.sets;
+      return npusim::cli::run_model_command(ropts);
+    }
     if (*op) {
       oopts.config = op_cfg.config;
       oopts.sets = op_cfg.sets;

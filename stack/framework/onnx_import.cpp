@@ -122,15 +122,16 @@ void type_of(const onnx::ValueInfoProto& vi, ElemType* type, std::optional<Dims>
 
 }  // namespace
 
-ImportedModel import_onnx(const std::string& path) {
+ImportedModel import_onnx(const std::string& path, const std::map<std::string, std::int64_t>& dims) {
   std::ifstream f(path, std::ios::binary);
   if (!f) throw InputError(path + ": cannot read the model file");
   std::stringstream ss;
   ss << f.rdbuf();
-  return import_onnx_bytes(ss.str(), path);
+  return import_onnx_bytes(ss.str(), path, dims);
 }
 
-ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& what) {
+ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& what,
+                                const std::map<std::string, std::int64_t>& dims) {
   onnx::ModelProto model;
   if (bytes.empty() || !model.ParseFromString(bytes) || !model.has_graph())
     throw InputError(what + ": not an ONNX model (the protobuf does not parse as a ModelProto with a graph)");
@@ -138,6 +139,20 @@ ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& wha
   for (const auto& op : model.opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") out.opset = op.version();
   out.producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
+  // Bound symbolic dims become sizes on the inputs, so inference can propagate them.
+  std::map<std::string, bool> used;
+  for (auto& in : *model.mutable_graph()->mutable_input()) {
+    if (!in.type().has_tensor_type() || !in.type().tensor_type().has_shape()) continue;
+    for (auto& d : *in.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+      if (!d.has_dim_param()) continue;
+      const auto it = dims.find(d.dim_param());
+      if (it == dims.end()) continue;
+      used[it->first] = true;
+      d.set_dim_value(it->second);
+    }
+  }
+  for (const auto& [name, size] : dims)
+    if (!used.count(name)) throw InputError(what + ": --dim " + name + "=" + std::to_string(size) + ": no input has a dim named '" + name + "'");
   // ONNX's shape inference fills value_info; a model it rejects is reported as such.
   try {
     onnx::shape_inference::InferShapes(model);

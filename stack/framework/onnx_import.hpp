@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -19,9 +20,11 @@ struct ImportedModel {
 };
 
 // Throws InputError: the file cannot be read or parsed, uses external data, or its graph does not verify.
-ImportedModel import_onnx(const std::string& path);
+// `dims` binds symbolic input dims (dim_param names) to sizes before shape inference.
+ImportedModel import_onnx(const std::string& path, const std::map<std::string, std::int64_t>& dims = {});
 // The same from the bytes of a ModelProto; `what` names it in errors.
-ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& what);
+ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& what,
+                                const std::map<std::string, std::int64_t>& dims = {});
 
 // Nodes whose op type (in the default domain) is not in `supported`, as "name (OpType)" in graph order; a caller
 // reports them all in one error.

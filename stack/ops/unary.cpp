@@ -1,4 +1,4 @@
-// Elementwise unary ops over a flat range: GELU (erf and tanh forms), SiLU, and Cast between fp16, bf16 and fp32.
+// Elementwise unary ops over a flat range: ReLU, GELU (erf and tanh forms), SiLU, and Cast between fp16, bf16 and fp32.
 // The range is split evenly over the vector cores in whole 32 B blocks; each core streams UB-sized tiles through
 // double-buffered queues and computes in fp32 (kernel_util.hpp has the formulas).
 #include <algorithm>
@@ -130,7 +130,8 @@ OpDef unary_op(const std::string& name, Activation act, const std::string& summa
 }  // namespace
 
 std::vector<OpDef> unary_ops() {
-  return {unary_op("gelu", Activation::kGeluErf, "GELU, erf form: x Phi(x)"),
+  return {unary_op("relu", Activation::kRelu, "ReLU: max(x, 0)"),
+          unary_op("gelu", Activation::kGeluErf, "GELU, erf form: x Phi(x)"),
           unary_op("gelu_tanh", Activation::kGeluTanh, "GELU, tanh approximation"),
           unary_op("silu", Activation::kSilu, "SiLU: x sigmoid(x)"),
           unary_op("cast", Activation::kNone, "dtype conversion to fp16, bf16 or fp32 (-p to=...), round to nearest even")};

@@ -1,0 +1,77 @@
+#include "cli/npy.hpp"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "common/util/error.hpp"
+
+namespace npusim::cli {
+
+using hw::isa::DType;
+
+NpyArray read_npy(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(path + ": cannot read");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  const std::string s = ss.str();
+  if (s.size() < 10 || s.compare(0, 6, "\x93NUMPY") != 0) throw InputError(path + ": not a .npy file");
+  const int major = static_cast<unsigned char>(s[6]);
+  std::size_t header_len = 0, start = 0;
+  if (major == 1) {
+    header_len = static_cast<unsigned char>(s[8]) | (static_cast<std::size_t>(static_cast<unsigned char>(s[9])) << 8);
+    start = 10;
+  } else if (s.size() >= 12) {
+    for (int i = 0; i < 4; ++i) header_len |= static_cast<std::size_t>(static_cast<unsigned char>(s[8 + i])) << (8 * i);
+    start = 12;
+  }
+  if (start == 0 || s.size() < start + header_len) throw InputError(path + ": truncated .npy header");
+  const std::string h = s.substr(start, header_len);
+  NpyArray a;
+  auto field = [&](const std::string& key) {
+    const auto k = h.find("'" + key + "'");
+    if (k == std::string::npos) throw InputError(path + ": .npy header has no '" + key + "'");
+    return h.substr(h.find(':', k) + 1);
+  };
+  const std::string descr = field("descr");
+  if (descr.find("'<f4'") != std::string::npos) a.dtype = DType::kFp32;
+  else if (descr.find("'<f2'") != std::string::npos) a.dtype = DType::kFp16;
+  else if (descr.find("'<u2'") != std::string::npos) a.dtype = DType::kBf16;
+  else throw InputError(path + ": element type " + descr.substr(0, descr.find(',')) + " is not float32, float16 or uint16 (bfloat16 bits)");
+  if (field("fortran_order").find("True") < field("fortran_order").find(',')) throw InputError(path + ": Fortran order is not supported");
+  const std::string shape = field("shape");
+  const auto open = shape.find('('), close = shape.find(')');
+  std::stringstream dims(shape.substr(open + 1, close - open - 1));
+  for (std::string d; std::getline(dims, d, ',');) {
+    if (d.find_first_not_of(" ") == std::string::npos) continue;
+    a.shape.push_back(std::stoull(d));
+  }
+  std::uint64_t n = 1;
+  for (auto d : a.shape) n *= d;
+  const std::uint64_t bytes = n * hw::isa::dtype_bytes(a.dtype);
+  if (s.size() - start - header_len != bytes)
+    throw InputError(path + ": " + std::to_string(s.size() - start - header_len) + " data bytes for shape of " + std::to_string(n) + " elements");
+  a.bytes.assign(s.begin() + static_cast<std::ptrdiff_t>(start + header_len), s.end());
+  return a;
+}
+
+void write_npy(const std::string& path, const NpyArray& a) {
+  std::string shape = "(";
+  for (std::size_t i = 0; i < a.shape.size(); ++i) shape += std::to_string(a.shape[i]) + (a.shape.size() == 1 || i + 1 < a.shape.size() ? "," : "");
+  shape += ")";
+  const char* descr = a.dtype == DType::kFp32 ? "<f4" : a.dtype == DType::kFp16 ? "<f2" : "<u2";
+  std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
+  while ((10 + header.size() + 1) % 64) header += ' ';
+  header += '\n';
+  std::ofstream f(path, std::ios::binary);
+  if (!f) throw InputError(path + ": cannot write");
+  const std::uint16_t len = static_cast<std::uint16_t>(header.size());
+  f.write("\x93NUMPY\x01\x00", 8);
+  f.put(static_cast<char>(len & 0xff));
+  f.put(static_cast<char>(len >> 8));
+  f << header;
+  f.write(reinterpret_cast<const char*>(a.bytes.data()), static_cast<std::streamsize>(a.bytes.size()));
+}
+
+}  // namespace npusim::cli

@@ -1,0 +1,23 @@
+// NumPy .npy files (format version 1.0/2.0, little-endian, C order) for `npusim run --inputs/--outputs`.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "hw/isa/dtype.hpp"
+
+namespace npusim::cli {
+
+struct NpyArray {
+  hw::isa::DType dtype = hw::isa::DType::kFp32;  // '<f4', '<f2'; bfloat16 is written as '<u2' bits
+  std::vector<std::uint64_t> shape;
+  std::vector<std::uint8_t> bytes;
+};
+
+// Throws InputError naming the file for a file that is not a C-order .npy of float32, float16 (or uint16 bits
+// read as bfloat16).
+NpyArray read_npy(const std::string& path);
+void write_npy(const std::string& path, const NpyArray& a);
+
+}  // namespace npusim::cli

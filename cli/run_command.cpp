@@ -1,0 +1,155 @@
+#include "cli/run_command.hpp"
+
+#include <chrono>
+#include <cmath>
+#include <iomanip>
+#include <iostream>
+#include <map>
+#include <random>
+
+#include <nlohmann/json.hpp>
+
+#include "cli/npy.hpp"
+#include "cli/run_outputs.hpp"
+#include "cli/tensor_data.hpp"
+#include "common/config/loader.hpp"
+#include "common/util/error.hpp"
+#include "stack/framework/onnx_import.hpp"
+#include "stack/graph/execute.hpp"
+#include "stack/graph/lower.hpp"
+#include "stack/runtime/timeline.hpp"
+
+namespace npusim::cli {
+
+namespace graph = stack::graph;
+namespace ops = stack::ops;
+
+namespace {
+
+std::map<std::string, std::int64_t> parse_dims(const std::vector<std::string>& items) {
+  std::map<std::string, std::int64_t> out;
+  for (const std::string& item : items) {
+    const auto eq = item.find('=');
+    std::size_t pos = 0;
+    long long v = 0;
+    try {
+      if (eq != std::string::npos) v = std::stoll(item.substr(eq + 1), &pos);
+    } catch (const std::exception&) {
+      pos = 0;
+    }
+    if (eq == std::string::npos || eq == 0 || pos == 0 || pos != item.size() - eq - 1 || v <= 0)
+      throw InputError("--dim '" + item + "' is not NAME=SIZE with a positive SIZE");
+    out[item.substr(0, eq)] = v;
+  }
+  return out;
+}
+
+// A value's file name: its name with path separators replaced.
+std::string file_of(const std::string& dir, const std::string& name) {
+  std::string n = name;
+  for (char& c : n)
+    if (c == '/' || c == '\\' || c == ':') c = '_';
+  return dir + "/" + n + ".npy";
+}
+
+}  // namespace
+
+int run_model_command(const RunOptions& opts) {
+  const config::LoadedConfig loaded = config::load_config(opts.config, opts.sets);
+  stack::framework::ImportedModel model = stack::framework::import_onnx(opts.model, parse_dims(opts.dims));
+  const graph::Graph& g = model.graph;
+  const std::size_t nodes_before = g.live_nodes();
+  const std::vector<std::string> unsupported = stack::framework::unsupported_nodes(g, graph::supported_op_types());
+  if (!unsupported.empty()) {
+    std::string list;
+    for (const auto& u : unsupported) list += (list.empty() ? "" : ", ") + u;
+    throw InputError(opts.model + ": " + std::to_string(unsupported.size()) + " node(s) with ops npusim does not run: " + list);
+  }
+  graph::Program program;
+  try {
+    program = graph::lower(g);
+  } catch (const InputError& e) {
+    throw InputError(opts.model + ": " + e.what());
+  }
+  // Every step is planned (tiling, shapes) before anything is simulated.
+  const graph::Executor executor(program, loaded.chip);
+  const hw::core::Mode mode = opts.functional ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
+
+  if ((!opts.inputs_dir.empty() || !opts.outputs_dir.empty()) && !opts.functional)
+    throw InputError("--inputs and --outputs need --functional");
+  std::vector<std::vector<std::uint8_t>> inputs;
+  if (opts.functional) {
+    std::mt19937_64 rng(2026);
+    for (int t : program.inputs) {
+      const graph::ProgramTensor& pt = program.tensors[static_cast<std::size_t>(t)];
+      if (!opts.inputs_dir.empty()) {
+        const std::string path = file_of(opts.inputs_dir, pt.name);
+        const NpyArray a = read_npy(path);
+        if (a.dtype != pt.desc.dtype || a.shape != pt.desc.shape)
+          throw InputError("input '" + pt.name + "' (" + path + "): expected " + ops::shape_string(pt.desc.shape) + " " +
+                           std::string(hw::isa::dtype_name(pt.desc.dtype)) + ", got " + ops::shape_string(a.shape) + " " +
+                           std::string(hw::isa::dtype_name(a.dtype)));
+        inputs.push_back(a.bytes);
+        continue;
+      }
+      std::vector<std::uint8_t> bytes;
+      ops::HostTensor values;
+      random_tensor(pt.desc, {-1.0f, 1.0f}, rng, bytes, values);
+      inputs.push_back(std::move(bytes));
+    }
+  }
+  RunOutputs outputs(opts.trace, opts.summary, loaded.chip.clock.core_hz);
+  stack::runtime::Device dev(loaded.chip, mode, outputs.trace_factory());
+  const auto t0 = std::chrono::steady_clock::now();
+  const graph::Execution ex = executor.run(dev, inputs);
+  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+
+  nlohmann::json report = stack::runtime::run_report(dev, wall);
+  report["model"] = {{"file", opts.model}, {"opset", model.opset}, {"producer", model.producer}};
+  report["graph"] = {{"nodes_before", nodes_before},
+                     {"nodes_after", nodes_before},  // no fusion passes yet (docs/graph.md)
+                     {"fusion", !opts.no_fusion},
+                     {"passes", nlohmann::json::array()},
+                     {"kernels", program.steps.size()},
+                     {"peak_device_bytes", ex.device_bytes},
+                     {"streams", 1},
+                     {"steps", ex.steps}};
+  if (opts.functional) {
+    nlohmann::json outs = nlohmann::json::array();
+    for (std::size_t k = 0; k < program.outputs.size(); ++k) {
+      const graph::ProgramTensor& t = program.tensors[static_cast<std::size_t>(program.outputs[k])];
+      double sum = 0, max_abs = 0;
+      const std::uint64_t n = ops::elements(t.desc.shape);
+      bool finite = true;
+      for (std::uint64_t i = 0; i < n; ++i) {
+        const double v = element(ex.outputs[k], t.desc.dtype, i);
+        finite = finite && std::isfinite(v);
+        sum += v;
+        max_abs = std::max(max_abs, std::abs(v));
+      }
+      outs.push_back({{"name", t.name}, {"shape", ops::shape_string(t.desc.shape)},
+                      {"dtype", std::string(hw::isa::dtype_name(t.desc.dtype))}, {"mean", n ? sum / static_cast<double>(n) : 0.0},
+                      {"max_abs", max_abs}, {"finite", finite}});
+    }
+    report["outputs"] = outs;
+    if (!opts.outputs_dir.empty()) {
+      for (std::size_t k = 0; k < program.outputs.size(); ++k) {
+        const graph::ProgramTensor& t = program.tensors[static_cast<std::size_t>(program.outputs[k])];
+        write_npy(file_of(opts.outputs_dir, t.name), NpyArray{t.desc.dtype, t.desc.shape, ex.outputs[k]});
+      }
+    }
+  }
+  outputs.finish(dev, report);
+  if (opts.json) {
+    std::cout << report.dump(2) << "\n";
+    return 0;
+  }
+  std::cout << std::fixed << std::setprecision(3) << "run " << opts.model << " on " << loaded.chip.name << ": "
+            << nodes_before << " nodes -> " << program.steps.size() << " kernels\n";
+  std::cout << "  device      " << report["cycles"].get<std::uint64_t>() << " cycles, " << report["time_us"].get<double>()
+            << " us, " << ex.device_bytes << " B of device memory\n";
+  if (outputs.tracing()) std::cout << "  trace       " << opts.trace << "\n";
+  return 0;
+}
+
+}  // namespace npusim::cli

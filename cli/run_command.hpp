@@ -1,0 +1,24 @@
+// `npusim run MODEL.onnx`: a whole model through the stack: ONNX import, lowering to library ops, the runtime.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace npusim::cli {
+
+struct RunOptions {
+  std::string model;
+  std::string config;
+  std::vector<std::string> sets;
+  std::vector<std::string> dims;  // NAME=SIZE bindings of symbolic input dims
+  bool functional = false;
+  std::string inputs_dir, outputs_dir;  // .npy per graph input/output, named after it (functional mode)
+  bool no_fusion = false;
+  bool json = false;
+  std::string trace;
+  std::string summary;
+};
+
+int run_model_command(const RunOptions& opts);
+
+}  // namespace npusim::cli

@@ -1,0 +1,79 @@
+#include "stack/graph/execute.hpp"
+
+#include "common/util/error.hpp"
+
+namespace npusim::stack::graph {
+
+Executor::Executor(const Program& p, const config::ChipConfig& chip) : p_(p) {
+  for (const Step& s : p.steps) {
+    const ops::OpDef* op = ops::find_op(s.op);
+    if (!op) throw InputError("node '" + s.node + "': no library op '" + s.op + "'");
+    std::vector<ops::TensorDesc> in;
+    for (std::size_t i = 0; i < s.inputs.size(); ++i) {
+      ops::TensorDesc d = p.tensors[static_cast<std::size_t>(s.inputs[i])].desc;
+      if (i < s.shapes.size()) d.shape = s.shapes[i];
+      in.push_back(d);
+    }
+    try {
+      ops::OpPlan plan = op->plan(in, s.params, chip);
+      for (std::size_t o = 0; o < s.outputs.size(); ++o) {
+        const ops::TensorDesc& want = p.tensors[static_cast<std::size_t>(s.outputs[o])].desc;
+        if (ops::elements(plan.outputs.at(o).shape) != ops::elements(want.shape) || plan.outputs[o].dtype != want.dtype)
+          throw InputError(s.op + " gives " + ops::shape_string(plan.outputs[o].shape) + " " +
+                           std::string(hw::isa::dtype_name(plan.outputs[o].dtype)) + ", the graph expects " +
+                           ops::shape_string(want.shape) + " " + std::string(hw::isa::dtype_name(want.dtype)));
+      }
+      plans_.push_back(std::move(plan));
+    } catch (const InputError& e) {
+      throw InputError("node '" + s.node + "': " + e.what());
+    }
+  }
+}
+
+Execution Executor::run(runtime::Device& dev, const std::vector<std::vector<std::uint8_t>>& inputs) const {
+  Execution ex;
+  const bool functional = !inputs.empty();
+  dev.run([&](runtime::Device& d) {
+    const runtime::Stream s = d.create_stream();
+    std::vector<std::uint64_t> addr(p_.tensors.size(), 0);
+    for (std::size_t i = 0; i < p_.tensors.size(); ++i) {
+      const ProgramTensor& t = p_.tensors[i];
+      if (t.alias >= 0) continue;
+      addr[i] = d.malloc(t.desc.bytes());
+      ex.device_bytes += t.desc.bytes();
+    }
+    for (std::size_t i = 0; i < p_.tensors.size(); ++i)
+      if (p_.tensors[i].alias >= 0) addr[i] = addr[static_cast<std::size_t>(p_.tensors[i].alias)];
+    for (std::size_t i = 0; i < p_.tensors.size(); ++i) {
+      const ProgramTensor& t = p_.tensors[i];
+      if (!t.constant.empty() && t.alias < 0) d.memcpy_async(addr[i], t.constant.data(), t.constant.size(), s);
+    }
+    for (std::size_t k = 0; k < p_.inputs.size(); ++k) {
+      const auto i = static_cast<std::size_t>(p_.inputs[k]);
+      d.memcpy_async(addr[i], functional ? inputs.at(k).data() : nullptr, p_.tensors[i].desc.bytes(), s);
+    }
+    for (std::size_t k = 0; k < p_.steps.size(); ++k) {
+      const Step& st = p_.steps[k];
+      const ops::OpPlan& plan = plans_[k];
+      std::vector<std::uint64_t> buf;
+      for (int i : st.inputs) buf.push_back(addr[static_cast<std::size_t>(i)]);
+      for (int o : st.outputs) buf.push_back(addr[static_cast<std::size_t>(o)]);
+      if (plan.workspace_bytes) {
+        buf.push_back(d.malloc(plan.workspace_bytes));
+        ex.device_bytes += plan.workspace_bytes;
+      }
+      d.launch(st.op, plan.type, plan.block_dim, plan.kernel(buf), s);
+      ex.steps.push_back({{"node", st.node}, {"op", st.op}, {"block_dim", plan.block_dim}, {"tiling", plan.tiling}});
+    }
+    ex.outputs.resize(p_.outputs.size());
+    for (std::size_t k = 0; k < p_.outputs.size(); ++k) {
+      const auto i = static_cast<std::size_t>(p_.outputs[k]);
+      if (functional) ex.outputs[k].resize(p_.tensors[i].desc.bytes());
+      d.memcpy_async(functional ? ex.outputs[k].data() : nullptr, addr[i], p_.tensors[i].desc.bytes(), s);
+    }
+    d.synchronize();
+  });
+  return ex;
+}
+
+}  // namespace npusim::stack::graph

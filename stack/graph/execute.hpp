@@ -1,0 +1,35 @@
+// Running a lowered program through the runtime: device buffers for every tensor (views share their base's
+// buffer), the constants and inputs copied in, each step planned by its library op (before anything is simulated)
+// and launched on one stream in order, the outputs copied back.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "stack/graph/lower.hpp"
+#include "stack/runtime/runtime.hpp"
+
+namespace npusim::stack::graph {
+
+struct Execution {
+  std::vector<std::vector<std::uint8_t>> outputs;  // functional mode: the graph outputs' bytes
+  std::uint64_t device_bytes = 0;                  // device memory the program allocated (no reuse yet)
+  nlohmann::json steps = nlohmann::json::array();  // per step: node, op, block_dim, tiling
+};
+
+class Executor {
+ public:
+  // Plans every step for the chip; throws InputError naming the node when an op refuses its call.
+  Executor(const Program& p, const config::ChipConfig& chip);
+  // Runs on the device; `inputs` holds the graph inputs' bytes in functional mode (empty in timing-only mode).
+  Execution run(runtime::Device& dev, const std::vector<std::vector<std::uint8_t>>& inputs) const;
+
+ private:
+  const Program& p_;
+  std::vector<ops::OpPlan> plans_;
+};
+
+}  // namespace npusim::stack::graph

@@ -1,0 +1,316 @@
+#include "stack/graph/lower.hpp"
+
+#include <algorithm>
+#include <cstring>
+
+#include "common/util/error.hpp"
+#include "hw/isa/dtype.hpp"
+
+namespace npusim::stack::graph {
+
+using hw::isa::DType;
+
+const std::vector<std::string>& supported_op_types() {
+  static const std::vector<std::string> types = {
+      "Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "Relu", "Softmax", "LayerNormalization", "Transpose", "Cast",
+      "ReduceSum", "ReduceMean", "ReduceMax", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Constant"};
+  return types;
+}
+
+namespace {
+
+std::string dtype_param(DType t) { return std::string(hw::isa::dtype_name(t)); }
+
+class Lowering {
+ public:
+  explicit Lowering(const Graph& g) : g_(g), map_(g.value_count(), -1) {}
+
+  Program run() {
+    for (ValueId in : g_.inputs) p_.inputs.push_back(tensor(in, "graph input"));
+    for (NodeId id : g_.topo_order()) node(g_.node(id));
+    for (ValueId out : g_.outputs) {
+      const int t = tensor(out, "graph output");
+      p_.tensors[static_cast<std::size_t>(t)].is_output = true;
+      p_.outputs.push_back(t);
+    }
+    for (int t : p_.inputs) p_.tensors[static_cast<std::size_t>(t)].is_input = true;
+    return std::move(p_);
+  }
+
+ private:
+  [[noreturn]] void fail(const Node& n, const std::string& what) const {
+    throw InputError("node '" + n.name + "' (" + n.op_type + "): " + what);
+  }
+
+  DType dtype_of(const Value& v, const std::string& where) const {
+    switch (v.type) {
+      case ElemType::kFloat32: return DType::kFp32;
+      case ElemType::kFloat16: return DType::kFp16;
+      case ElemType::kBFloat16: return DType::kBf16;
+      default:
+        throw InputError(where + ": value '" + v.name + "' is " + std::string(elem_name(v.type)) +
+                         " (the device ops take float32, float16 and bfloat16)");
+    }
+  }
+  ops::Shape shape_of(const Value& v, const std::string& where) const {
+    if (!v.shape) throw InputError(where + ": the shape of '" + v.name + "' is unknown (bind its symbolic dims with --dim NAME=SIZE)");
+    ops::Shape s;
+    for (const Dim& d : *v.shape) {
+      if (!d.known()) throw InputError(where + ": value '" + v.name + "' has the unbound dim '" + d.str() + "' (use --dim " + d.str() + "=SIZE)");
+      s.push_back(static_cast<std::uint64_t>(d.value));
+    }
+    if (s.empty()) s = {1};
+    return s;
+  }
+
+  // The program tensor of a graph value (created on first use; constants carry their bytes in the tensor's dtype).
+  int tensor(ValueId id, const std::string& where) {
+    if (map_[static_cast<std::size_t>(id)] >= 0) return map_[static_cast<std::size_t>(id)];
+    const Value& v = g_.value(id);
+    ProgramTensor t;
+    t.name = v.name;
+    t.desc = {shape_of(v, where), dtype_of(v, where)};
+    if (v.constant) t.constant = convert(*v.constant, t.desc.dtype);
+    p_.tensors.push_back(std::move(t));
+    map_[static_cast<std::size_t>(id)] = static_cast<int>(p_.tensors.size() - 1);
+    return map_[static_cast<std::size_t>(id)];
+  }
+  int temp(const std::string& name, ops::TensorDesc d) {
+    ProgramTensor t;
+    t.name = name;
+    t.desc = std::move(d);
+    p_.tensors.push_back(std::move(t));
+    return static_cast<int>(p_.tensors.size() - 1);
+  }
+  static std::vector<std::uint8_t> convert(const Tensor& c, DType to) {
+    const std::vector<double> v = c.as_doubles();
+    std::vector<std::uint8_t> out(v.size() * hw::isa::dtype_bytes(to));
+    for (std::size_t i = 0; i < v.size(); ++i) {
+      const float f = static_cast<float>(v[i]);
+      if (to == DType::kFp32) std::memcpy(&out[i * 4], &f, 4);
+      else if (to == DType::kFp16) { const auto h = hw::isa::to_half(f); std::memcpy(&out[i * 2], &h.bits, 2); }
+      else { const auto b = hw::isa::to_bf16(f); std::memcpy(&out[i * 2], &b.bits, 2); }
+    }
+    return out;
+  }
+  const ProgramTensor& t(int i) const { return p_.tensors[static_cast<std::size_t>(i)]; }
+  ProgramTensor& t(int i) { return p_.tensors[static_cast<std::size_t>(i)]; }
+
+  void step(const Node& n, const std::string& op, ops::Params params, std::vector<int> in, std::vector<int> out) {
+    p_.steps.push_back(Step{n.name, op, std::move(params), std::move(in), std::move(out), {}});
+  }
+  void view(const Node& n, ValueId out, int base) {
+    const int o = tensor(out, "node '" + n.name + "'");
+    if (ops::elements(t(o).desc.shape) != ops::elements(t(base).desc.shape))
+      fail(n, "the output has " + std::to_string(ops::elements(t(o).desc.shape)) + " elements, the input " +
+                  std::to_string(ops::elements(t(base).desc.shape)));
+    t(o).alias = t(base).alias >= 0 ? t(base).alias : base;
+    t(o).desc.dtype = t(base).desc.dtype;
+  }
+  std::vector<std::int64_t> ints_of(const Node& n, std::size_t input, const std::string& what) const {
+    if (input >= n.inputs.size() || n.inputs[input] == kNoValue) return {};
+    const Value& v = g_.value(n.inputs[input]);
+    if (!v.constant) fail(n, what + " must be a constant");
+    return v.constant->as_ints();
+  }
+  std::int64_t axis_in(const Node& n, std::int64_t axis, std::size_t rank) const {
+    const auto r = static_cast<std::int64_t>(rank);
+    if (axis < -r || axis >= r) fail(n, "axis " + std::to_string(axis) + " is outside rank " + std::to_string(rank));
+    return axis < 0 ? axis + r : axis;
+  }
+
+  void node(const Node& n) {
+    const std::string where = "node '" + n.name + "' (" + n.op_type + ")";
+    if (!n.domain.empty()) fail(n, "domain '" + n.domain + "' is not supported");
+    const std::string& op = n.op_type;
+    auto in = [&](std::size_t i) { return tensor(n.inputs.at(i), where); };
+    auto out = [&](std::size_t i) { return tensor(n.outputs.at(i), where); };
+    if (op == "Constant") {
+      const Value& v = g_.value(n.outputs[0]);
+      const Attribute* a = n.attr("value");
+      if (!a || a->kind != Attribute::Kind::kTensor) fail(n, "only the 'value' tensor form is supported");
+      if (v.type == ElemType::kFloat32 || v.type == ElemType::kFloat16 || v.type == ElemType::kBFloat16) {
+        const int o = out(0);
+        t(o).constant = convert(a->t, t(o).desc.dtype);
+      }
+      return;  // integer constants serve as shapes and axes on the host
+    }
+    if (op == "Identity" || op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
+      view(n, n.outputs[0], in(0));
+      return;
+    }
+    if (op == "Add" || op == "Sub" || op == "Mul" || op == "Div") {
+      int a = in(0), b = in(1);
+      const ops::Shape sa = t(a).desc.shape, sb = t(b).desc.shape;
+      auto trailing = [](ops::Shape small, const ops::Shape& big) {
+        while (small.size() > 1 && small.front() == 1) small.erase(small.begin());
+        return small.size() <= big.size() && std::equal(small.begin(), small.end(), big.end() - static_cast<std::ptrdiff_t>(small.size()));
+      };
+      if (!trailing(sb, sa)) {
+        if ((op == "Add" || op == "Mul") && trailing(sa, sb)) std::swap(a, b);
+        else if (ops::elements(sb) == 1 && !t(b).constant.empty()) {
+          // A scalar constant: widened to a row of the last dim on the host.
+          const std::uint64_t h = sa.back(), es = hw::isa::dtype_bytes(t(b).desc.dtype);
+          const int wide = temp(t(b).name + "/row", ops::TensorDesc{ops::Shape{h}, t(b).desc.dtype});
+          for (std::uint64_t i = 0; i < h; ++i) t(wide).constant.insert(t(wide).constant.end(), t(b).constant.begin(), t(b).constant.begin() + static_cast<std::ptrdiff_t>(es));
+          b = wide;
+        } else {
+          fail(n, "cannot broadcast " + ops::shape_string(sb) + " to " + ops::shape_string(sa) + " (one input must match the other's trailing dims)");
+        }
+      }
+      if (t(a).desc.dtype != t(b).desc.dtype) fail(n, "inputs of different dtypes");
+      std::string name = op;
+      std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+      step(n, name, {{"shape", ops::shape_string(t(a).desc.shape)}, {"shape_b", ops::shape_string(t(b).desc.shape)}}, {a, b}, {out(0)});
+      return;
+    }
+    if (op == "Relu") {
+      step(n, "relu", {{"shape", ops::shape_string(t(in(0)).desc.shape)}}, {in(0)}, {out(0)});
+      return;
+    }
+    if (op == "Softmax") {
+      const int x = in(0);
+      if (axis_in(n, n.attr_int("axis", -1), t(x).desc.shape.size()) != static_cast<std::int64_t>(t(x).desc.shape.size()) - 1)
+        fail(n, "only the last axis is supported");
+      step(n, "softmax", {{"shape", ops::shape_string(t(x).desc.shape)}}, {x}, {out(0)});
+      return;
+    }
+    if (op == "LayerNormalization") {
+      const int x = in(0);
+      if (axis_in(n, n.attr_int("axis", -1), t(x).desc.shape.size()) != static_cast<std::int64_t>(t(x).desc.shape.size()) - 1)
+        fail(n, "only normalisation over the last axis is supported");
+      if (n.outputs.size() > 1 && n.outputs[1] != kNoValue && !g_.value(n.outputs[1]).consumers.empty())
+        fail(n, "the Mean/InvStdDev outputs are not supported");
+      int beta = -1;
+      if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
+        beta = in(2);
+      } else {
+        beta = temp(n.name + "/zero_bias", ops::TensorDesc{ops::Shape{t(x).desc.shape.back()}, t(x).desc.dtype});
+        t(beta).constant.assign(t(x).desc.shape.back() * hw::isa::dtype_bytes(t(x).desc.dtype), 0);
+      }
+      step(n, "layernorm", {{"shape", ops::shape_string(t(x).desc.shape)}, {"eps", std::to_string(n.attr_float("epsilon", 1e-5f))}},
+           {x, in(1), beta}, {out(0)});
+      return;
+    }
+    if (op == "Transpose") {
+      const Attribute* a = n.attr("perm");
+      std::string perm;
+      if (a) for (std::size_t i = 0; i < a->ints.size(); ++i) perm += (i ? "," : "") + std::to_string(a->ints[i]);
+      ops::Params p{{"shape", ops::shape_string(t(in(0)).desc.shape)}};
+      if (!perm.empty()) p["perm"] = perm;
+      else {  // ONNX's default reverses all dims
+        const std::size_t r = t(in(0)).desc.shape.size();
+        for (std::size_t i = 0; i < r; ++i) perm += (i ? "," : "") + std::to_string(r - 1 - i);
+        p["perm"] = perm;
+      }
+      step(n, "transpose", p, {in(0)}, {out(0)});
+      return;
+    }
+    if (op == "Cast") {
+      const int x = in(0), o = out(0);
+      if (t(x).desc.dtype == t(o).desc.dtype) {
+        view(n, n.outputs[0], x);
+        return;
+      }
+      step(n, "cast", {{"shape", ops::shape_string(t(x).desc.shape)}, {"to", dtype_param(t(o).desc.dtype)}}, {x}, {o});
+      return;
+    }
+    if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax") {
+      const int x = in(0);
+      std::vector<std::int64_t> axes = op == "ReduceSum" ? ints_of(n, 1, "axes") : std::vector<std::int64_t>{};
+      if (const Attribute* a = n.attr("axes")) axes = a->ints;
+      if (axes.size() != 1) fail(n, "exactly one reduction axis is supported");
+      const std::int64_t axis = axis_in(n, axes[0], t(x).desc.shape.size());
+      ops::Shape reduced;
+      for (std::size_t i = 0; i < t(x).desc.shape.size(); ++i)
+        if (static_cast<std::int64_t>(i) != axis) reduced.push_back(t(x).desc.shape[i]);
+      if (reduced.empty()) reduced = {1};
+      const int r = temp(n.name + "/reduced", ops::TensorDesc{reduced, t(x).desc.dtype});
+      std::string name = op == "ReduceSum" ? "reduce_sum" : op == "ReduceMean" ? "reduce_mean" : "reduce_max";
+      step(n, name, {{"shape", ops::shape_string(t(x).desc.shape)}, {"axis", std::to_string(axis)}}, {x}, {r});
+      view(n, n.outputs[0], r);  // keepdims or not: the same bytes
+      return;
+    }
+    if (op == "MatMul" || op == "Gemm") {
+      lower_matmul(n);
+      return;
+    }
+    fail(n, "not supported");
+  }
+
+  void lower_matmul(const Node& n) {
+    const std::string where = "node '" + n.name + "' (" + n.op_type + ")";
+    int a = tensor(n.inputs.at(0), where), b = tensor(n.inputs.at(1), where);
+    const int o = tensor(n.outputs.at(0), where);
+    const bool gemm = n.op_type == "Gemm";
+    const bool ta = gemm && n.attr_int("transA", 0), tb = gemm && n.attr_int("transB", 0);
+    if (gemm && (n.attr_float("alpha", 1.0f) != 1.0f || n.attr_float("beta", 1.0f) != 1.0f)) fail(n, "alpha and beta must be 1");
+    const ops::Shape sa = t(a).desc.shape, sb = t(b).desc.shape;
+    ops::Params p;
+    std::uint64_t M = 0, K = 0, N = 0, batch = 1;
+    if (sb.size() == 2 && sa.size() >= 2) {  // [..., M, K] x [K, N]: the leading dims fold into M
+      K = ta ? sa[0] : sa.back();
+      M = ta ? sa[1] : ops::elements(sa) / K;
+      N = tb ? sb[0] : sb[1];
+      if ((tb ? sb[1] : sb[0]) != K) fail(n, "K differs: " + ops::shape_string(sa) + " x " + ops::shape_string(sb));
+    } else if (sa.size() == 3 && sb.size() == 3 && sa[0] == sb[0] && !gemm) {
+      batch = sa[0];
+      M = sa[1];
+      K = sa[2];
+      N = sb[2];
+      if (sb[1] != K) fail(n, "K differs: " + ops::shape_string(sa) + " x " + ops::shape_string(sb));
+      p["B"] = std::to_string(batch);
+    } else {
+      fail(n, "shapes " + ops::shape_string(sa) + " x " + ops::shape_string(sb) + " are not supported (2-D weights or equal 3-D batches)");
+    }
+    p["M"] = std::to_string(M);
+    p["N"] = std::to_string(N);
+    p["K"] = std::to_string(K);
+    if (ta) p["trans_a"] = "1";
+    if (tb) p["trans_b"] = "1";
+    // The matmul op's own input shapes: A as M x K (or K x M), B as given, batched as [B, ...].
+    const DType dt = t(a).desc.dtype;
+    const DType cube = dt == DType::kFp32 ? DType::kFp16 : dt;
+    auto to_cube = [&](int x, const std::string& what) {
+      if (t(x).desc.dtype == cube) return x;
+      if (!t(x).constant.empty()) {  // weights: converted once, at compile time
+        const int c = temp(t(x).name + "/fp16", ops::TensorDesc{t(x).desc.shape, cube});
+        const Tensor tmp{ElemType::kFloat32, {}, t(x).constant};
+        t(c).constant = convert(tmp, cube);
+        return c;
+      }
+      const int c = temp(n.name + "/" + what + "_fp16", ops::TensorDesc{t(x).desc.shape, cube});
+      step(n, "cast", {{"shape", ops::shape_string(t(x).desc.shape)}, {"to", dtype_param(cube)}}, {x}, {c});
+      return c;
+    };
+    a = to_cube(a, "a");
+    b = to_cube(b, "b");
+    std::vector<int> ins{a, b};
+    if (gemm && n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
+      int c = tensor(n.inputs[2], where);
+      if (ops::elements(t(c).desc.shape) != N) fail(n, "the bias must have N = " + std::to_string(N) + " elements");
+      ins.push_back(to_cube(c, "bias"));
+      p["bias"] = "1";
+    }
+    int result = o;
+    if (t(o).desc.dtype != cube) result = temp(n.name + "/out_fp16", ops::TensorDesc{t(o).desc.shape, cube});
+    step(n, "matmul", p, ins, {result});
+    // The op's own view of its inputs: A as M x K (K x M transposed), B as K x N (N x K), batched as [B, ...].
+    std::vector<ops::Shape>& shapes = p_.steps.back().shapes;
+    shapes.push_back(batch > 1 ? ops::Shape{batch, M, K} : (ta ? ops::Shape{K, M} : ops::Shape{M, K}));
+    shapes.push_back(batch > 1 ? ops::Shape{batch, K, N} : (tb ? ops::Shape{N, K} : ops::Shape{K, N}));
+    if (ins.size() > 2) shapes.push_back(ops::Shape{N});
+    if (result != o)
+      step(n, "cast", {{"shape", ops::shape_string(t(o).desc.shape)}, {"to", dtype_param(t(o).desc.dtype)}}, {result}, {o});
+  }
+
+  const Graph& g_;
+  std::vector<int> map_;
+  Program p_;
+};
+
+}  // namespace
+
+Program lower(const Graph& g) { return Lowering(g).run(); }
+
+}  // namespace npusim::stack::graph

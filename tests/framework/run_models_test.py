@@ -1,0 +1,137 @@
+#!/usr/bin/python3
+"""`npusim run`: small ONNX models built here with onnx.helper run in functional mode and match a NumPy reference;
+bad models and inputs give clear errors. Usage: run_models_test.py PATH/TO/npusim"""
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import TensorProto, helper, numpy_helper
+
+NPUSIM = sys.argv[1]
+failures = []
+
+
+def check(cond, what):
+    if not cond:
+        failures.append(what)
+        print("FAIL:", what)
+
+
+def save(model, path):
+    onnx.checker.check_model(model)
+    onnx.save(model, path)
+
+
+def run(args):
+    p = subprocess.run([NPUSIM, "run", *args], capture_output=True, text=True)
+    return p.returncode, p.stdout, p.stderr
+
+
+def mlp(path, rng):
+    """x[batch, 64] -> MatMul+Add -> Relu -> Gemm -> Softmax, float32 (the Cube runs it in fp16)."""
+    w1 = rng.uniform(-0.2, 0.2, (64, 96)).astype(np.float32)
+    b1 = rng.uniform(-0.2, 0.2, (96,)).astype(np.float32)
+    w2 = rng.uniform(-0.2, 0.2, (40, 96)).astype(np.float32)
+    b2 = rng.uniform(-0.2, 0.2, (40,)).astype(np.float32)
+    nodes = [
+        helper.make_node("MatMul", ["x", "w1"], ["h"], name="fc1"),
+        helper.make_node("Add", ["h", "b1"], ["hb"], name="bias1"),
+        helper.make_node("Relu", ["hb"], ["a"], name="relu"),
+        helper.make_node("Gemm", ["a", "w2", "b2"], ["z"], name="fc2", transB=1),
+        helper.make_node("Softmax", ["z"], ["y"], name="softmax", axis=-1),
+    ]
+    g = helper.make_graph(nodes, "mlp", [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 40])],
+                          [numpy_helper.from_array(w1, "w1"), numpy_helper.from_array(b1, "b1"),
+                           numpy_helper.from_array(w2, "w2"), numpy_helper.from_array(b2, "b2")])
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+    def ref(x):
+        f16 = lambda a: a.astype(np.float16).astype(np.float32)
+        h = (f16(f16(x) @ f16(w1)) + b1).astype(np.float32)  # MatMul in fp16 on the Cube, cast back
+        a = np.maximum(h, 0)
+        z = f16(f16(a) @ f16(w2).T + f16(b2))
+        e = np.exp(z - z.max(axis=-1, keepdims=True))
+        return e / e.sum(axis=-1, keepdims=True)
+    return ref
+
+
+def norm_block(path, rng):
+    """float16: LayerNormalization -> Transpose -> ReduceMean(keepdims) -> Reshape -> Cast to float32."""
+    scale = rng.uniform(0.5, 1.5, (64,)).astype(np.float16)
+    bias = rng.uniform(-0.5, 0.5, (64,)).astype(np.float16)
+    nodes = [
+        helper.make_node("LayerNormalization", ["x", "scale", "bias"], ["n"], name="ln", axis=-1, epsilon=1e-5),
+        helper.make_node("Transpose", ["n"], ["t"], name="tr", perm=[0, 2, 1]),
+        helper.make_node("ReduceMean", ["t"], ["m"], name="mean", axes=[2], keepdims=1),
+        helper.make_node("Reshape", ["m", "shape"], ["r"], name="flat"),
+        helper.make_node("Cast", ["r"], ["y"], name="cast", to=TensorProto.FLOAT),
+    ]
+    g = helper.make_graph(nodes, "norm_block", [helper.make_tensor_value_info("x", TensorProto.FLOAT16, [2, 8, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 64])],
+                          [numpy_helper.from_array(scale, "scale"), numpy_helper.from_array(bias, "bias"),
+                           numpy_helper.from_array(np.array([2, 64], dtype=np.int64), "shape")])
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+    def ref(x):
+        x = x.astype(np.float32)
+        mu = x.mean(-1, keepdims=True)
+        var = ((x - mu) ** 2).mean(-1, keepdims=True)
+        n = ((x - mu) / np.sqrt(var + 1e-5) * scale.astype(np.float32) + bias.astype(np.float32)).astype(np.float16)
+        return n.astype(np.float32).transpose(0, 2, 1).mean(axis=2).reshape(2, 64)
+    return ref
+
+
+with tempfile.TemporaryDirectory() as d:
+    rng = np.random.default_rng(3)
+    for name, make, x in [("mlp", mlp, rng.uniform(-1, 1, (5, 64)).astype(np.float32)),
+                          ("norm_block", norm_block, rng.uniform(-1, 1, (2, 8, 64)).astype(np.float16))]:
+        model = os.path.join(d, name + ".onnx")
+        ref = make(model, rng)
+        ins, outs = os.path.join(d, name + "_in"), os.path.join(d, name + "_out")
+        os.makedirs(ins)
+        os.makedirs(outs)
+        np.save(os.path.join(ins, "x.npy"), x)
+        for config in ["tiny", "910b", "910"]:
+            rc, out, err = run([model, "--functional", "--inputs", ins, "--outputs", outs, "--dim", "batch=5",
+                                "--config", config, "--json"] if name == "mlp" else
+                               [model, "--functional", "--inputs", ins, "--outputs", outs, "--config", config, "--json"])
+            check(rc == 0, f"{name} on {config}: exit {rc}: {err}")
+            if rc != 0:
+                continue
+            y = np.load(os.path.join(outs, "y.npy")).astype(np.float32)
+            want = ref(x)
+            err_max = float(np.max(np.abs(y - want)))
+            check(y.shape == want.shape and np.allclose(y, want, atol=2e-3, rtol=5e-3),
+                  f"{name} on {config}: max abs error {err_max} (shape {y.shape} vs {want.shape})")
+            print(f"{name} on {config}: max abs error {err_max:.2e}")
+
+    # Errors: unsupported ops listed by node, a malformed file, an input of the wrong shape, an unbound dim.
+    g = helper.make_graph([helper.make_node("Erf", ["x"], ["e"], name="erf1"),
+                           helper.make_node("Sigmoid", ["e"], ["y"], name="sig1")], "bad",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 8])])
+    bad = os.path.join(d, "bad.onnx")
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), bad)
+    rc, _, err = run([bad])
+    check(rc == 1 and "2 node(s) with ops npusim does not run: erf1 (Erf), sig1 (Sigmoid)" in err, f"unsupported ops: {rc} {err}")
+    junk = os.path.join(d, "junk.onnx")
+    with open(junk, "wb") as f:
+        f.write(b"not a model at all")
+    rc, _, err = run([junk])
+    check(rc == 1 and "not an ONNX model" in err, f"malformed model: {rc} {err}")
+    wrong = os.path.join(d, "wrong_in")
+    os.makedirs(wrong)
+    np.save(os.path.join(wrong, "x.npy"), np.zeros((3, 64), dtype=np.float32))
+    rc, _, err = run([os.path.join(d, "mlp.onnx"), "--functional", "--inputs", wrong, "--dim", "batch=5"])
+    check(rc == 1 and "input 'x'" in err and "expected 5x64 fp32, got 3x64 fp32" in err, f"wrong input: {rc} {err}")
+    rc, _, err = run([os.path.join(d, "mlp.onnx")])
+    check(rc == 1 and "--dim batch=SIZE" in err, f"unbound dim: {rc} {err}")
+    rc, _, err = run([os.path.join(d, "mlp.onnx"), "--dim", "seq=4"])
+    check(rc == 1 and "no input has a dim named 'seq'" in err, f"unknown dim: {rc} {err}")
+
+print("failures:", len(failures))
+sys.exit(1 if failures else 0)
