@@ -32,7 +32,9 @@ Executor::Executor(const Program& p, const config::ChipConfig& chip) : p_(p) {
 
 Execution Executor::run(runtime::Device& dev, const std::vector<std::vector<std::uint8_t>>& inputs) const {
   Execution ex;
-  const bool functional = !inputs.empty();
+  const bool functional = dev.chip().mode() == hw::core::Mode::kFunctional;
+  if (functional && inputs.size() != p_.inputs.size())
+    throw InputError("the program takes " + std::to_string(p_.inputs.size()) + " inputs, " + std::to_string(inputs.size()) + " given");
   dev.run([&](runtime::Device& d) {
     const runtime::Stream s = d.create_stream();
     std::vector<std::uint64_t> addr(p_.tensors.size(), 0);

@@ -24,7 +24,8 @@ class Executor {
  public:
   // Plans every step for the chip; throws InputError naming the node when an op refuses its call.
   Executor(const Program& p, const config::ChipConfig& chip);
-  // Runs on the device; `inputs` holds the graph inputs' bytes in functional mode (empty in timing-only mode).
+  // Runs on the device. In functional mode (the device's), `inputs` holds the graph inputs' bytes and the outputs
+  // come back; in timing-only mode only sizes move.
   Execution run(runtime::Device& dev, const std::vector<std::vector<std::uint8_t>>& inputs) const;
 
  private:

@@ -179,8 +179,12 @@ class Lowering {
       const int x = in(0);
       if (axis_in(n, n.attr_int("axis", -1), t(x).desc.shape.size()) != static_cast<std::int64_t>(t(x).desc.shape.size()) - 1)
         fail(n, "only normalisation over the last axis is supported");
-      if (n.outputs.size() > 1 && n.outputs[1] != kNoValue && !g_.value(n.outputs[1]).consumers.empty())
-        fail(n, "the Mean/InvStdDev outputs are not supported");
+      for (std::size_t k = 1; k < n.outputs.size(); ++k) {
+        const ValueId o = n.outputs[k];
+        if (o == kNoValue) continue;
+        const bool used = !g_.value(o).consumers.empty() || std::find(g_.outputs.begin(), g_.outputs.end(), o) != g_.outputs.end();
+        if (used) fail(n, "the Mean/InvStdDev outputs are not supported");
+      }
       int beta = -1;
       if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
         beta = in(2);

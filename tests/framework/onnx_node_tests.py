@@ -1,0 +1,93 @@
+#!/usr/bin/python3
+"""Conformance: the ONNX node tests shipped in Debian's libonnx-testdata, in functional mode through `npusim run`.
+
+For every test directory (data/node/test_*): the model runs with the inputs of test_data_set_0 (TensorProto .pb,
+converted to .npy) and its outputs are compared with the expected ones. A test counts as
+  passed       npusim ran it and every output is within tolerance,
+  failed       npusim ran it and an output differs (or it crashed, or timed out),
+  unsupported  npusim refused it with a clear error (exit status 1: an op, attribute, dtype or shape it does not
+               take) or its tensors are not float32/float16.
+Prints the three counts and the failures; exits 1 when any test failed.
+Usage: onnx_node_tests.py PATH/TO/npusim [DATA_DIR]"""
+import glob
+import os
+import subprocess
+import sys
+import tempfile
+
+import numpy as np
+import onnx
+from onnx import numpy_helper
+
+NPUSIM = sys.argv[1]
+DATA = sys.argv[2] if len(sys.argv) > 2 else "/usr/share/libonnx-testdata/data/node"
+FLOATS = (np.float32, np.float16)
+
+
+def load_pb(path):
+    t = onnx.TensorProto()
+    with open(path, "rb") as f:
+        t.ParseFromString(f.read())
+    return t.name, numpy_helper.to_array(t)
+
+
+def tolerance(model):
+    # MatMul/Gemm of float32 run in fp16 on the Cube (docs/graph.md): fp16 rounding of inputs and output.
+    cube = any(n.op_type in ("MatMul", "Gemm") for n in model.graph.node)
+    return (3e-3, 5e-3) if cube else (1e-4, 1e-3)
+
+
+passed, failed, unsupported = [], [], []
+for test in sorted(glob.glob(os.path.join(DATA, "test_*"))):
+    name = os.path.basename(test)
+    model_path = os.path.join(test, "model.onnx")
+    data = os.path.join(test, "test_data_set_0")
+    if not os.path.exists(model_path) or not os.path.isdir(data):
+        continue
+    model = onnx.load(model_path)
+    by_index = lambda p: int(os.path.basename(p).split("_")[1].split(".")[0])
+    try:  # sequences, optionals and maps are not TensorProto
+        inputs = [load_pb(p) for p in sorted(glob.glob(os.path.join(data, "input_*.pb")), key=by_index)]
+        outputs = [load_pb(p) for p in sorted(glob.glob(os.path.join(data, "output_*.pb")), key=by_index)]
+    except Exception:
+        unsupported.append(name)
+        continue
+    if not all(a.dtype in FLOATS for _, a in inputs + outputs):
+        unsupported.append(name)
+        continue
+    graph_inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
+    with tempfile.TemporaryDirectory() as d:
+        ins, outs = os.path.join(d, "in"), os.path.join(d, "out")
+        os.makedirs(ins)
+        os.makedirs(outs)
+        for k, (pb_name, a) in enumerate(inputs):
+            np.save(os.path.join(ins, (pb_name or graph_inputs[k]).replace("/", "_") + ".npy"), a)
+        try:
+            p = subprocess.run([NPUSIM, "run", model_path, "--functional", "--config", "tiny", "--inputs", ins,
+                                "--outputs", outs], capture_output=True, text=True, timeout=300)
+        except subprocess.TimeoutExpired:
+            failed.append(f"{name}: timed out")
+            continue
+        if p.returncode == 1:
+            unsupported.append(name)
+            continue
+        if p.returncode != 0:
+            failed.append(f"{name}: exit {p.returncode}: {p.stderr.strip()[:300]}")
+            continue
+        atol, rtol = tolerance(model)
+        bad = None
+        for k, (pb_name, want) in enumerate(outputs):
+            out_name = pb_name or model.graph.output[k].name
+            got = np.load(os.path.join(outs, out_name.replace("/", "_") + ".npy"))
+            if got.shape != want.shape or not np.allclose(got.astype(np.float64), want.astype(np.float64), atol=atol, rtol=rtol):
+                err = np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))) if got.shape == want.shape else "shape"
+                bad = f"{name}: output {out_name}: max abs error {err}"
+                break
+        (failed if bad else passed).append(bad or name)
+
+print(f"ONNX node tests ({DATA}): {len(passed)} passed, {len(failed)} failed, {len(unsupported)} unsupported")
+for p in passed:
+    print("  passed", p)
+for f in failed:
+    print("  FAILED", f)
+sys.exit(1 if failed else 0)
