@@ -112,6 +112,7 @@ int run_model_command(const RunOptions& opts) {
                      {"passes", nlohmann::json::array()},
                      {"kernels", program.steps.size()},
                      {"peak_device_bytes", ex.device_bytes},
+                     {"unplanned_device_bytes", ex.naive_bytes},
                      {"streams", 1},
                      {"steps", ex.steps}};
   if (opts.functional) {

@@ -28,6 +28,9 @@ Executor::Executor(const Program& p, const config::ChipConfig& chip) : p_(p) {
       throw InputError("node '" + s.node + "': " + e.what());
     }
   }
+  std::vector<std::uint64_t> workspaces;
+  for (const ops::OpPlan& plan : plans_) workspaces.push_back(plan.workspace_bytes);
+  memory_ = plan_memory(p, workspaces);
 }
 
 Execution Executor::run(runtime::Device& dev, const std::vector<std::vector<std::uint8_t>>& inputs) const {
@@ -37,15 +40,11 @@ Execution Executor::run(runtime::Device& dev, const std::vector<std::vector<std:
     throw InputError("the program takes " + std::to_string(p_.inputs.size()) + " inputs, " + std::to_string(inputs.size()) + " given");
   dev.run([&](runtime::Device& d) {
     const runtime::Stream s = d.create_stream();
+    const std::uint64_t arena = d.malloc(std::max<std::uint64_t>(memory_.arena_bytes, MemoryPlan::kAlign));
+    ex.device_bytes = memory_.arena_bytes;
+    ex.naive_bytes = memory_.naive_bytes;
     std::vector<std::uint64_t> addr(p_.tensors.size(), 0);
-    for (std::size_t i = 0; i < p_.tensors.size(); ++i) {
-      const ProgramTensor& t = p_.tensors[i];
-      if (t.alias >= 0) continue;
-      addr[i] = d.malloc(t.desc.bytes());
-      ex.device_bytes += t.desc.bytes();
-    }
-    for (std::size_t i = 0; i < p_.tensors.size(); ++i)
-      if (p_.tensors[i].alias >= 0) addr[i] = addr[static_cast<std::size_t>(p_.tensors[i].alias)];
+    for (std::size_t i = 0; i < p_.tensors.size(); ++i) addr[i] = arena + memory_.offset[i];
     for (std::size_t i = 0; i < p_.tensors.size(); ++i) {
       const ProgramTensor& t = p_.tensors[i];
       if (!t.constant.empty() && t.alias < 0) d.memcpy_async(addr[i], t.constant.data(), t.constant.size(), s);
@@ -60,10 +59,7 @@ Execution Executor::run(runtime::Device& dev, const std::vector<std::vector<std:
       std::vector<std::uint64_t> buf;
       for (int i : st.inputs) buf.push_back(addr[static_cast<std::size_t>(i)]);
       for (int o : st.outputs) buf.push_back(addr[static_cast<std::size_t>(o)]);
-      if (plan.workspace_bytes) {
-        buf.push_back(d.malloc(plan.workspace_bytes));
-        ex.device_bytes += plan.workspace_bytes;
-      }
+      if (plan.workspace_bytes) buf.push_back(arena + memory_.workspace_offset[k]);
       d.launch(st.op, plan.type, plan.block_dim, plan.kernel(buf), s);
       ex.steps.push_back({{"node", st.node}, {"op", st.op}, {"block_dim", plan.block_dim}, {"tiling", plan.tiling}});
     }

@@ -1,5 +1,5 @@
-// Running a lowered program through the runtime: device buffers for every tensor (views share their base's
-// buffer), the constants and inputs copied in, each step planned by its library op (before anything is simulated)
+// Running a lowered program through the runtime: one device allocation laid out by the memory plan (views share
+// their base's buffer, buffers with disjoint lifetimes share memory), the constants and inputs copied in, each step planned by its library op (before anything is simulated)
 // and launched on one stream in order, the outputs copied back.
 #pragma once
 
@@ -10,13 +10,15 @@
 #include <nlohmann/json.hpp>
 
 #include "stack/graph/lower.hpp"
+#include "stack/graph/memory_plan.hpp"
 #include "stack/runtime/runtime.hpp"
 
 namespace npusim::stack::graph {
 
 struct Execution {
   std::vector<std::vector<std::uint8_t>> outputs;  // functional mode: the graph outputs' bytes
-  std::uint64_t device_bytes = 0;                  // device memory the program allocated (no reuse yet)
+  std::uint64_t device_bytes = 0;                  // the memory plan's arena: the peak of device memory
+  std::uint64_t naive_bytes = 0;                   // what every buffer on its own would take
   nlohmann::json steps = nlohmann::json::array();  // per step: node, op, block_dim, tiling
 };
 
@@ -31,6 +33,7 @@ class Executor {
  private:
   const Program& p_;
   std::vector<ops::OpPlan> plans_;
+  MemoryPlan memory_;
 };
 
 }  // namespace npusim::stack::graph

@@ -114,3 +114,43 @@ TEST(GraphIr, ConstantsDecodeToNumbers) {
 
 }  // namespace
 }  // namespace npusim::stack::graph
+
+#include "stack/graph/memory_plan.hpp"
+
+namespace npusim::stack::graph {
+namespace {
+
+// A chain x -> s0 -> a -> s1 -> b -> s2 -> c (output): a is dead once s1 ran, so c can take a's place; x (an input)
+// lives until s0 only, but inputs are copied in before the first step, so b may reuse x's memory, not a's.
+TEST(MemoryPlan, BuffersWithDisjointLifetimesShareMemory) {
+  Program p;
+  auto tensor = [&](const std::string& name, std::uint64_t n) {
+    ProgramTensor t;
+    t.name = name;
+    t.desc = {ops::Shape{n}, hw::isa::DType::kFp32};
+    p.tensors.push_back(t);
+    return static_cast<int>(p.tensors.size() - 1);
+  };
+  const int x = tensor("x", 1024), a = tensor("a", 1024), b = tensor("b", 1024), c = tensor("c", 1024);
+  p.inputs = {x};
+  p.outputs = {c};
+  p.steps = {Step{"n0", "relu", {}, {x}, {a}, {}}, Step{"n1", "relu", {}, {a}, {b}, {}}, Step{"n2", "relu", {}, {b}, {c}, {}}};
+  const MemoryPlan m = plan_memory(p, {0, 0, 0});
+  EXPECT_EQ(m.naive_bytes, 4u * 4096);
+  EXPECT_EQ(m.arena_bytes, 2u * 4096);  // never more than two live at once
+  EXPECT_NE(m.offset[static_cast<std::size_t>(x)], m.offset[static_cast<std::size_t>(a)]);
+  EXPECT_NE(m.offset[static_cast<std::size_t>(a)], m.offset[static_cast<std::size_t>(b)]);
+  EXPECT_NE(m.offset[static_cast<std::size_t>(b)], m.offset[static_cast<std::size_t>(c)]);
+  // A view shares its base's offset; a workspace lives for its step only.
+  ProgramTensor v;
+  v.name = "view";
+  v.desc = {ops::Shape{32, 32}, hw::isa::DType::kFp32};
+  v.alias = b;
+  p.tensors.push_back(v);
+  const MemoryPlan w = plan_memory(p, {0, 8192, 0});
+  EXPECT_EQ(w.offset.back(), w.offset[static_cast<std::size_t>(b)]);
+  EXPECT_EQ(w.arena_bytes, 2u * 4096 + 8192);  // step 1 holds a, b and its workspace
+}
+
+}  // namespace
+}  // namespace npusim::stack::graph
