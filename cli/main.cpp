@@ -92,7 +92,7 @@ int sc_main(int argc, char** argv) {
   run->add_flag("--functional", ropts.functional, "compute the values (seeded random inputs); outputs summarised in --json");
   run->add_option("--inputs", ropts.inputs_dir, "with --functional: read input NAME from DIR/NAME.npy")->type_name("DIR");
   run->add_option("--outputs", ropts.outputs_dir, "with --functional: write output NAME to DIR/NAME.npy")->type_name("DIR");
-  run->add_flag("--no-fusion", ropts.no_fusion, "run the graph as imported (no fusion passes exist yet: the same program)");
+  run->add_flag("--no-fusion", ropts.no_fusion, "run the graph as imported, without the fusion passes");
   run->add_flag("--json", ropts.json, "print one JSON object (keys in docs/metrics.md)");
   run->add_option("--trace", ropts.trace, "write a Chrome/Perfetto trace to FILE")->type_name("FILE");
   run->add_option("--summary", ropts.summary, "write the op summary CSV to FILE")->type_name("FILE");

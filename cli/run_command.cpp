@@ -17,6 +17,7 @@
 #include "stack/framework/onnx_import.hpp"
 #include "stack/graph/execute.hpp"
 #include "stack/graph/lower.hpp"
+#include "stack/graph/passes/passes.hpp"
 #include "stack/runtime/timeline.hpp"
 
 namespace npusim::cli {
@@ -57,8 +58,16 @@ std::string file_of(const std::string& dir, const std::string& name) {
 int run_model_command(const RunOptions& opts) {
   const config::LoadedConfig loaded = config::load_config(opts.config, opts.sets);
   stack::framework::ImportedModel model = stack::framework::import_onnx(opts.model, parse_dims(opts.dims));
-  const graph::Graph& g = model.graph;
+  graph::Graph& g = model.graph;
   const std::size_t nodes_before = g.live_nodes();
+  std::vector<std::pair<std::string, int>> fired;
+  if (!opts.no_fusion) {
+    try {
+      fired = graph::passes::run_all(g);
+    } catch (const graph::GraphError& e) {
+      throw InputError(opts.model + ": a pass left the graph invalid: " + e.what());
+    }
+  }
   const std::vector<std::string> unsupported = stack::framework::unsupported_nodes(g, graph::supported_op_types());
   if (!unsupported.empty()) {
     std::string list;
@@ -105,11 +114,13 @@ int run_model_command(const RunOptions& opts) {
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   nlohmann::json report = stack::runtime::run_report(dev, wall);
+  nlohmann::json passes_json = nlohmann::json::object();
+  for (const auto& [name, count] : fired) passes_json[name] = count;
   report["model"] = {{"file", opts.model}, {"opset", model.opset}, {"producer", model.producer}};
   report["graph"] = {{"nodes_before", nodes_before},
-                     {"nodes_after", nodes_before},  // no fusion passes yet (docs/graph.md)
+                     {"nodes_after", g.live_nodes()},
                      {"fusion", !opts.no_fusion},
-                     {"passes", nlohmann::json::array()},
+                     {"passes", passes_json},
                      {"kernels", program.steps.size()},
                      {"peak_device_bytes", ex.device_bytes},
                      {"unplanned_device_bytes", ex.naive_bytes},
@@ -146,7 +157,8 @@ int run_model_command(const RunOptions& opts) {
     return 0;
   }
   std::cout << std::fixed << std::setprecision(3) << "run " << opts.model << " on " << loaded.chip.name << ": "
-            << nodes_before << " nodes -> " << program.steps.size() << " kernels\n";
+            << nodes_before << " nodes -> " << g.live_nodes() << " after fusion -> " << program.steps.size() << " kernels\n";
+  for (const auto& [name, count] : fired) std::cout << "  pass        " << name << " fired " << count << " time(s)\n";
   std::cout << "  device      " << report["cycles"].get<std::uint64_t>() << " cycles, " << report["time_us"].get<double>()
             << " us, " << ex.device_bytes << " B of device memory\n";
   if (outputs.tracing()) std::cout << "  trace       " << opts.trace << "\n";

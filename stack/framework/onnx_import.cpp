@@ -220,7 +220,8 @@ std::vector<std::string> unsupported_nodes(const graph::Graph& g, const std::vec
   std::vector<std::string> out;
   for (graph::NodeId id : g.topo_order()) {
     const graph::Node& n = g.node(id);
-    const bool known = n.domain.empty() && std::find(supported.begin(), supported.end(), n.op_type) != supported.end();
+    const std::string key = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
+    const bool known = std::find(supported.begin(), supported.end(), key) != supported.end();
     if (!known) out.push_back(n.name + " (" + (n.domain.empty() ? "" : n.domain + ".") + n.op_type + ")");
   }
   return out;

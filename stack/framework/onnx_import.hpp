@@ -26,7 +26,7 @@ ImportedModel import_onnx(const std::string& path, const std::map<std::string, s
 ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& what,
                                 const std::map<std::string, std::int64_t>& dims = {});
 
-// Nodes whose op type (in the default domain) is not in `supported`, as "name (OpType)" in graph order; a caller
+// Nodes whose op type ("Op" in the default domain, "domain.Op" elsewhere) is not in `supported`, as "name (OpType)" in graph order; a caller
 // reports them all in one error.
 std::vector<std::string> unsupported_nodes(const graph::Graph& g, const std::vector<std::string>& supported);
 

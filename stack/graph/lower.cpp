@@ -1,6 +1,7 @@
 #include "stack/graph/lower.hpp"
 
 #include <algorithm>
+#include <cstdio>
 #include <cstring>
 
 #include "common/util/error.hpp"
@@ -13,7 +14,8 @@ using hw::isa::DType;
 const std::vector<std::string>& supported_op_types() {
   static const std::vector<std::string> types = {
       "Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "Relu", "Softmax", "LayerNormalization", "Transpose", "Cast",
-      "ReduceSum", "ReduceMean", "ReduceMax", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Constant"};
+      "ReduceSum", "ReduceMean", "ReduceMax", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Constant",
+      "npusim.FlashAttention"};
   return types;
 }
 
@@ -121,6 +123,10 @@ class Lowering {
 
   void node(const Node& n) {
     const std::string where = "node '" + n.name + "' (" + n.op_type + ")";
+    if (n.domain == "npusim" && n.op_type == "FlashAttention") {
+      lower_attention(n);
+      return;
+    }
     if (!n.domain.empty()) fail(n, "domain '" + n.domain + "' is not supported");
     const std::string& op = n.op_type;
     auto in = [&](std::size_t i) { return tensor(n.inputs.at(i), where); };
@@ -242,6 +248,54 @@ class Lowering {
     fail(n, "not supported");
   }
 
+  // A float32 tensor as fp16 for the Cube: a compile-time conversion for constants, a device cast otherwise.
+  int to_half(const Node& n, int x, DType cube, const std::string& what) {
+    if (t(x).desc.dtype == cube) return x;
+    if (!t(x).constant.empty()) {
+      const int c = temp(t(x).name + "/fp16", ops::TensorDesc{t(x).desc.shape, cube});
+      const Tensor tmp{ElemType::kFloat32, {}, t(x).constant};
+      t(c).constant = convert(tmp, cube);
+      return c;
+    }
+    const int c = temp(n.name + "/" + what + "_fp16", ops::TensorDesc{t(x).desc.shape, cube});
+    step(n, "cast", {{"shape", ops::shape_string(t(x).desc.shape)}, {"to", dtype_param(cube)}}, {x}, {c});
+    return c;
+  }
+
+  void lower_attention(const Node& n) {
+    const std::string where = "node '" + n.name + "' (FlashAttention)";
+    int q = tensor(n.inputs.at(0), where), k = tensor(n.inputs.at(1), where), v = tensor(n.inputs.at(2), where);
+    const int o = tensor(n.outputs.at(0), where);
+    const ops::Shape qs = t(q).desc.shape, ks = t(k).desc.shape;
+    const bool rank3 = qs.size() == 3;
+    const std::uint64_t B = qs[0], N = rank3 ? 1 : qs[1], KVN = rank3 ? 1 : ks[1];
+    const std::uint64_t S = qs[qs.size() - 2], SK = ks[ks.size() - 2], D = qs.back();
+    const DType dt = t(q).desc.dtype, cube = dt == DType::kFp32 ? DType::kFp16 : dt;
+    char scale[32];
+    std::snprintf(scale, sizeof scale, "%.9g", static_cast<double>(n.attr_float("scale", 1.0f)));
+    ops::Params p{{"B", std::to_string(B)}, {"N", std::to_string(N)}, {"KVN", std::to_string(KVN)}, {"S", std::to_string(S)},
+                  {"SK", std::to_string(SK)}, {"D", std::to_string(D)}, {"causal", std::to_string(n.attr_int("causal", 0))},
+                  {"scale", scale}};
+    q = to_half(n, q, cube, "q");
+    k = to_half(n, k, cube, "k");
+    v = to_half(n, v, cube, "v");
+    std::vector<int> ins{q, k, v};
+    std::vector<ops::Shape> shapes{{B, N, S, D}, {B, KVN, SK, D}, {B, KVN, SK, D}};
+    if (n.inputs.size() > 3 && n.inputs[3] != kNoValue) {
+      int m = tensor(n.inputs[3], where);
+      if (t(m).desc.dtype != cube) m = to_half(n, m, cube, "mask");
+      ins.push_back(m);
+      shapes.push_back({S, SK});
+      p["mask"] = "1";
+    }
+    int result = o;
+    if (t(o).desc.dtype != cube) result = temp(n.name + "/out_fp16", ops::TensorDesc{t(o).desc.shape, cube});
+    step(n, "flash_attention", p, ins, {result});
+    p_.steps.back().shapes = shapes;
+    if (result != o)
+      step(n, "cast", {{"shape", ops::shape_string(t(o).desc.shape)}, {"to", dtype_param(t(o).desc.dtype)}}, {result}, {o});
+  }
+
   void lower_matmul(const Node& n) {
     const std::string where = "node '" + n.name + "' (" + n.op_type + ")";
     int a = tensor(n.inputs.at(0), where), b = tensor(n.inputs.at(1), where);
@@ -257,15 +311,16 @@ class Lowering {
       M = ta ? sa[1] : ops::elements(sa) / K;
       N = tb ? sb[0] : sb[1];
       if ((tb ? sb[1] : sb[0]) != K) fail(n, "K differs: " + ops::shape_string(sa) + " x " + ops::shape_string(sb));
-    } else if (sa.size() == 3 && sb.size() == 3 && sa[0] == sb[0] && !gemm) {
-      batch = sa[0];
-      M = sa[1];
-      K = sa[2];
-      N = sb[2];
-      if (sb[1] != K) fail(n, "K differs: " + ops::shape_string(sa) + " x " + ops::shape_string(sb));
+    } else if (sa.size() == sb.size() && sa.size() >= 3 && !gemm &&
+               std::equal(sa.begin(), sa.end() - 2, sb.begin())) {  // equal leading (batch) dims
+      batch = ops::elements(sa) / (sa[sa.size() - 2] * sa.back());
+      M = sa[sa.size() - 2];
+      K = sa.back();
+      N = sb.back();
+      if (sb[sb.size() - 2] != K) fail(n, "K differs: " + ops::shape_string(sa) + " x " + ops::shape_string(sb));
       p["B"] = std::to_string(batch);
     } else {
-      fail(n, "shapes " + ops::shape_string(sa) + " x " + ops::shape_string(sb) + " are not supported (2-D weights or equal 3-D batches)");
+      fail(n, "shapes " + ops::shape_string(sa) + " x " + ops::shape_string(sb) + " are not supported (2-D weights or equal batch dims)");
     }
     p["M"] = std::to_string(M);
     p["N"] = std::to_string(N);
@@ -275,25 +330,13 @@ class Lowering {
     // The matmul op's own input shapes: A as M x K (or K x M), B as given, batched as [B, ...].
     const DType dt = t(a).desc.dtype;
     const DType cube = dt == DType::kFp32 ? DType::kFp16 : dt;
-    auto to_cube = [&](int x, const std::string& what) {
-      if (t(x).desc.dtype == cube) return x;
-      if (!t(x).constant.empty()) {  // weights: converted once, at compile time
-        const int c = temp(t(x).name + "/fp16", ops::TensorDesc{t(x).desc.shape, cube});
-        const Tensor tmp{ElemType::kFloat32, {}, t(x).constant};
-        t(c).constant = convert(tmp, cube);
-        return c;
-      }
-      const int c = temp(n.name + "/" + what + "_fp16", ops::TensorDesc{t(x).desc.shape, cube});
-      step(n, "cast", {{"shape", ops::shape_string(t(x).desc.shape)}, {"to", dtype_param(cube)}}, {x}, {c});
-      return c;
-    };
-    a = to_cube(a, "a");
-    b = to_cube(b, "b");
+    a = to_half(n, a, cube, "a");
+    b = to_half(n, b, cube, "b");
     std::vector<int> ins{a, b};
     if (gemm && n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
       int c = tensor(n.inputs[2], where);
       if (ops::elements(t(c).desc.shape) != N) fail(n, "the bias must have N = " + std::to_string(N) + " elements");
-      ins.push_back(to_cube(c, "bias"));
+      ins.push_back(to_half(n, c, cube, "bias"));
       p["bias"] = "1";
     }
     int result = o;

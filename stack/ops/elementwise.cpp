@@ -32,7 +32,7 @@ void binary(Bin op, const LocalTensor<T>& d, const LocalTensor<T>& a, const Loca
 // (period == n: no broadcast).
 template <class T>
 void binary_kernel(Bin op, GM_ADDR a, GM_ADDR b, GM_ADDR out, std::uint64_t n, std::uint64_t period,
-                   std::uint64_t per_block, std::uint64_t tile) {
+                   std::uint64_t per_block, std::uint64_t tile, bool stream) {
   const std::uint64_t first = GetBlockIdx() * per_block;
   if (first >= n) return;
   const std::uint64_t count = std::min(per_block, n - first);
@@ -42,14 +42,15 @@ void binary_kernel(Bin op, GM_ADDR a, GM_ADDR b, GM_ADDR out, std::uint64_t n, s
   const std::uint64_t tile_bytes = (tile * sizeof(T) + 31) / 32 * 32;
   pipe.InitBuffer(qa, 2, tile_bytes);
   pipe.InitBuffer(qo, 2, tile_bytes);
-  if (period == n) {
+  if (stream) {  // b streams beside a (equal shapes, or a b too large to keep in the UB: its index wraps)
     pipe.InitBuffer(qb, 2, tile_bytes);
-    for (std::uint64_t off = 0; off < count; off += tile) {
-      const std::uint64_t len = std::min(tile, count - off);
+    for (std::uint64_t off = 0; off < count;) {
+      const std::uint64_t pos = (first + off) % period;
+      const std::uint64_t len = std::min({tile, count - off, period - pos});  // tiles do not cross a wrap of b
       const std::uint64_t at = (first + off) * sizeof(T);
       LocalTensor<T> la = qa.AllocTensor<T>(), lb = qb.AllocTensor<T>();
       copy_in(la, a + at, len);
-      copy_in(lb, b + at, len);
+      copy_in(lb, b + pos * sizeof(T), len);
       qa.EnQue(la);
       qb.EnQue(lb);
       la = qa.DeQue<T>();
@@ -62,6 +63,7 @@ void binary_kernel(Bin op, GM_ADDR a, GM_ADDR b, GM_ADDR out, std::uint64_t n, s
       lo = qo.DeQue<T>();
       copy_out(out + at, lo, len);
       qo.FreeTensor(lo);
+      off += len;
     }
     return;
   }
@@ -125,26 +127,25 @@ OpDef binary_op(const std::string& name, Bin op) {
     plan.type = KernelType::kVector;
     // Tiles: two buffers of a, b and out each in the UB (broadcast: one row of b instead), 32 B-aligned.
     const std::uint64_t ub = chip.buffers.ub.size;
-    std::uint64_t tile = period == n ? ub / (6 * size) : (ub - (period * size + 64)) / (4 * size);
+    // A b row that would take more than an eighth of the UB streams beside a instead of staying resident.
+    const bool stream = period == n || period * size > ub / 8;
+    std::uint64_t tile = stream ? ub / (6 * size) : (ub - (period * size + 64)) / (4 * size);
     tile = std::min<std::uint64_t>(tile / 16 * 16, 65535 * 16);
-    if (period != n && (period * size + 31) / 32 * 32 > tile * size) {
-      throw InputError(name + ": a broadcast row of " + std::to_string(period) + " elements does not fit the UB tiles");
-    }
     const std::uint64_t cores = chip.vector_units();
-    // Split evenly over the cores, in whole tiles' worth of 32 B blocks (broadcast: whole rows).
-    const std::uint64_t unit = period == n ? 32 / size : period;
+    // Split evenly over the cores, in whole 32 B blocks (a resident broadcast row: whole rows).
+    const std::uint64_t unit = stream ? 32 / size : period;
     const std::uint64_t units = (n + unit - 1) / unit;
     const std::uint64_t per_block = (units + cores - 1) / cores * unit;
     plan.block_dim = static_cast<std::uint32_t>((n + per_block - 1) / per_block);
     plan.tiling = {{"tile_elements", static_cast<double>(tile)}, {"per_block", static_cast<double>(per_block)},
-                   {"broadcast_period", static_cast<double>(period)}};
+                   {"broadcast_period", static_cast<double>(period)}, {"streams_b", stream ? 1.0 : 0.0}};
     const DType t = in[0].dtype;
     plan.kernel = [=](const std::vector<std::uint64_t>& buf) -> std::function<void()> {
       const GM_ADDR pa = buf[0], pb = buf[1], po = buf[2];
       switch (t) {
-        case DType::kFp16: return [=] { binary_kernel<half>(op, pa, pb, po, n, period, per_block, tile); };
-        case DType::kBf16: return [=] { binary_kernel<bfloat16_t>(op, pa, pb, po, n, period, per_block, tile); };
-        default: return [=] { binary_kernel<float>(op, pa, pb, po, n, period, per_block, tile); };
+        case DType::kFp16: return [=] { binary_kernel<half>(op, pa, pb, po, n, period, per_block, tile, stream); };
+        case DType::kBf16: return [=] { binary_kernel<bfloat16_t>(op, pa, pb, po, n, period, per_block, tile, stream); };
+        default: return [=] { binary_kernel<float>(op, pa, pb, po, n, period, per_block, tile, stream); };
       }
     };
     return plan;

@@ -748,8 +748,12 @@ FaShape parse_fa(const Params& p) {
 FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& chip) {
   const auto& b = chip.buffers;
   const std::uint64_t d = s.D;
+  // Blocks no larger than the sequences need (a short sequence gets a small block and a small workspace).
+  const std::uint64_t sq16 = ceil_to(s.S, 16), sk16 = ceil_to(s.SK, 16);
   for (std::uint64_t bq : {128, 64, 32, 16}) {
+    if (bq > sq16 && bq > 16 && bq / 2 >= sq16) continue;
     for (std::uint64_t bk : {256, 128, 64, 32, 16}) {
+      if (bk > sk16 && bk > 16 && bk / 2 >= sk16) continue;
       const std::uint64_t l1 = (bq * d + 2 * bq * bk + 4 * bk * d) * es;
       const bool cube_fits = l1 <= b.l1.size && 2 * std::max(bq * d, bq * bk) * es <= b.l0a.size &&
                              2 * bk * d * es <= b.l0b.size && 2 * std::max(bq * bk, bq * d) * 4 <= b.l0c.size &&

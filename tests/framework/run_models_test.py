@@ -1,6 +1,7 @@
 #!/usr/bin/python3
 """`npusim run`: small ONNX models built here with onnx.helper run in functional mode and match a NumPy reference;
 bad models and inputs give clear errors. Usage: run_models_test.py PATH/TO/npusim"""
+import json
 import os
 import subprocess
 import sys
@@ -85,8 +86,84 @@ def norm_block(path, rng):
     return ref
 
 
+def attention(path, rng, kind, dtype=np.float16):
+    """Q, K, V [2, 4, S, 32]: MatMul(Q, Transpose(K)) / sqrt(32) [+ mask | Where(causal)] -> Softmax -> MatMul(., V)."""
+    b, n, s, d = 2, 8, 512, 32  # long enough that the S x S scores outweigh FlashAttention's workspace
+    et = TensorProto.FLOAT16 if dtype == np.float16 else TensorProto.FLOAT
+    nodes = [helper.make_node("Transpose", ["k"], ["kt"], name="kt", perm=[0, 1, 3, 2]),
+             helper.make_node("MatMul", ["q", "kt"], ["s"], name="qk"),
+             helper.make_node("Div", ["s", "sqrt_d"], ["x"], name="scale")]
+    inits = [numpy_helper.from_array(np.array(np.sqrt(d), dtype=dtype), "sqrt_d")]
+    last = "x"
+    mask = None
+    if kind == "mask":
+        mask = rng.uniform(-1, 1, (s, s)).astype(dtype)
+        inits.append(numpy_helper.from_array(mask, "mask"))
+        nodes.append(helper.make_node("Add", ["x", "mask"], ["xm"], name="add_mask"))
+        last = "xm"
+    if kind == "causal":
+        inits.append(numpy_helper.from_array(np.tril(np.ones((s, s), dtype=bool)), "tri"))
+        inits.append(numpy_helper.from_array(np.array(-1e9 if dtype == np.float32 else -65504, dtype=dtype), "neg"))
+        nodes.append(helper.make_node("Where", ["tri", "x", "neg"], ["xm"], name="causal"))
+        last = "xm"
+    nodes += [helper.make_node("Softmax", [last], ["p"], name="softmax", axis=-1),
+              helper.make_node("MatMul", ["p", "v"], ["y"], name="pv")]
+    shape = [b, n, s, d]
+    g = helper.make_graph(nodes, "attention", [helper.make_tensor_value_info(x, et, shape) for x in ("q", "k", "v")],
+                          [helper.make_tensor_value_info("y", et, shape)], inits)
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+
+    def ref(q, k, v):
+        q, k, v = (a.astype(np.float64) for a in (q, k, v))
+        sc = q @ k.transpose(0, 1, 3, 2) / np.sqrt(d)
+        if mask is not None:
+            sc = sc + mask.astype(np.float64)
+        if kind == "causal":
+            sc = np.where(np.tril(np.ones((s, s), dtype=bool)), sc, -np.inf)
+        e = np.exp(sc - sc.max(-1, keepdims=True))
+        return (e / e.sum(-1, keepdims=True)) @ v
+    return ref, shape
+
+
 with tempfile.TemporaryDirectory() as d:
     rng = np.random.default_rng(3)
+    # Attention: fused into one FlashAttention kernel, equal to the unfused run and to NumPy, and faster.
+    for kind in ["plain", "mask", "causal"]:
+        model = os.path.join(d, f"attn_{kind}.onnx")
+        ref, shape = attention(model, rng, kind)
+        ins, outs = os.path.join(d, f"attn_{kind}_in"), os.path.join(d, f"attn_{kind}_out")
+        os.makedirs(ins)
+        os.makedirs(outs)
+        qkv = [rng.uniform(-1, 1, shape).astype(np.float16) for _ in range(3)]
+        for name, a in zip(("q", "k", "v"), qkv):
+            np.save(os.path.join(ins, name + ".npy"), a)
+        rc, out, err = run([model, "--functional", "--inputs", ins, "--outputs", outs, "--json"])
+        check(rc == 0, f"attention {kind}: exit {rc}: {err}")
+        if rc != 0:
+            continue
+        j = json.loads(out)
+        check(j["graph"]["passes"].get("fuse_attention") == 1 and j["graph"]["kernels"] == 1,
+              f"attention {kind}: not fused into one kernel: {j['graph']['passes']} {j['graph']['kernels']}")
+        check([t["name"] for t in j["tasks"] if t["type"] == "kernel"] == ["flash_attention"], f"attention {kind}: tasks {[t['name'] for t in j['tasks']]}")
+        y = np.load(os.path.join(outs, "y.npy")).astype(np.float64)
+        e = float(np.max(np.abs(y - ref(*qkv))))
+        check(e < 2e-3, f"attention {kind}: fused max abs error {e}")
+        print(f"attention {kind}: fused max abs error {e:.2e}")
+        if kind != "causal":  # Where has no unfused lowering
+            rc, out2, err = run([model, "--functional", "--inputs", ins, "--outputs", outs, "--json", "--no-fusion"])
+            check(rc == 0, f"attention {kind} unfused: exit {rc}: {err}")
+            if rc == 0:
+                j2 = json.loads(out2)
+                y2 = np.load(os.path.join(outs, "y.npy")).astype(np.float64)
+                e2 = float(np.max(np.abs(y2 - ref(*qkv))))
+                check(e2 < 3e-3, f"attention {kind}: unfused max abs error {e2}")
+                check(j2["graph"]["kernels"] > 1 and j["cycles"] < j2["cycles"],
+                      f"attention {kind}: fused {j['cycles']} cycles vs unfused {j2['cycles']}")
+                check(j["graph"]["peak_device_bytes"] < j2["graph"]["peak_device_bytes"],
+                      f"attention {kind}: fused {j['graph']['peak_device_bytes']} B vs unfused {j2['graph']['peak_device_bytes']} B")
+                print(f"attention {kind}: {j['cycles']} cycles fused, {j2['cycles']} unfused; "
+                      f"{j['graph']['peak_device_bytes']} B vs {j2['graph']['peak_device_bytes']} B")
+
     for name, make, x in [("mlp", mlp, rng.uniform(-1, 1, (5, 64)).astype(np.float32)),
                           ("norm_block", norm_block, rng.uniform(-1, 1, (2, 8, 64)).astype(np.float16))]:
         model = os.path.join(d, name + ".onnx")

@@ -154,3 +154,63 @@ TEST(MemoryPlan, BuffersWithDisjointLifetimesShareMemory) {
 
 }  // namespace
 }  // namespace npusim::stack::graph
+
+#include "stack/graph/passes/passes.hpp"
+
+namespace npusim::stack::graph {
+namespace {
+
+// q, k, v [1, 2, 16, 64] -> Transpose(k) -> MatMul -> Div(8) -> Softmax -> MatMul(v).
+Graph attention_graph(bool scores_also_output) {
+  Graph g;
+  const Dims shape{Dim::of(1), Dim::of(2), Dim::of(16), Dim::of(64)};
+  const Dims kt_shape{Dim::of(1), Dim::of(2), Dim::of(64), Dim::of(16)};
+  const Dims s_shape{Dim::of(1), Dim::of(2), Dim::of(16), Dim::of(16)};
+  const ValueId q = g.add_value("q", ElemType::kFloat16, shape), k = g.add_value("k", ElemType::kFloat16, shape),
+                v = g.add_value("v", ElemType::kFloat16, shape);
+  Tensor eight{ElemType::kFloat32, {}, std::vector<std::uint8_t>(4)};
+  const float e = 8.0f;
+  std::memcpy(eight.bytes.data(), &e, 4);
+  const ValueId c = g.add_constant("eight", eight);
+  const ValueId kt = g.add_value("kt", ElemType::kFloat16, kt_shape), s = g.add_value("s", ElemType::kFloat16, s_shape),
+                x = g.add_value("x", ElemType::kFloat16, s_shape), p = g.add_value("p", ElemType::kFloat16, s_shape),
+                y = g.add_value("y", ElemType::kFloat16, shape);
+  Node tr = make("tr", "Transpose", {k}, {kt});
+  Attribute perm;
+  perm.kind = Attribute::Kind::kInts;
+  perm.ints = {0, 1, 3, 2};
+  tr.attrs["perm"] = perm;
+  g.add_node(tr);
+  g.add_node(make("qk", "MatMul", {q, kt}, {s}));
+  g.add_node(make("scale", "Div", {s, c}, {x}));
+  g.add_node(make("softmax", "Softmax", {x}, {p}));
+  g.add_node(make("pv", "MatMul", {p, v}, {y}));
+  g.inputs = {q, k, v};
+  g.outputs = {y};
+  if (scores_also_output) g.outputs.push_back(s);
+  return g;
+}
+
+TEST(FuseAttention, TheChainBecomesOneNodeWithItsScale) {
+  Graph g = attention_graph(false);
+  EXPECT_EQ(passes::fuse_attention(g), 1);
+  g.compact();
+  g.verify();
+  ASSERT_EQ(g.live_nodes(), 1u);
+  const Node& fa = g.node(0);
+  EXPECT_EQ(fa.op_type, "FlashAttention");
+  EXPECT_EQ(fa.domain, "npusim");
+  EXPECT_FLOAT_EQ(fa.attr_float("scale", 0), 0.125f);
+  EXPECT_EQ(fa.attr_int("causal", -1), 0);
+  EXPECT_EQ(g.value(fa.inputs[1]).name, "k");  // the Transpose is absorbed
+  EXPECT_EQ(g.value(fa.outputs[0]).name, "y");
+}
+
+TEST(FuseAttention, AnIntermediateUsedElsewhereKeepsTheChain) {
+  Graph g = attention_graph(true);  // the scores are also a graph output
+  EXPECT_EQ(passes::fuse_attention(g), 0);
+  EXPECT_EQ(g.live_nodes(), 5u);
+}
+
+}  // namespace
+}  // namespace npusim::stack::graph

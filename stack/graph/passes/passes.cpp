@@ -1,0 +1,13 @@
+#include "stack/graph/passes/passes.hpp"
+
+namespace npusim::stack::graph::passes {
+
+std::vector<std::pair<std::string, int>> run_all(Graph& g) {
+  std::vector<std::pair<std::string, int>> fired;
+  if (const int n = fuse_attention(g)) fired.push_back({"fuse_attention", n});
+  g.compact();
+  g.verify();
+  return fired;
+}
+
+}  // namespace npusim::stack::graph::passes
