@@ -15,13 +15,20 @@ const std::vector<std::string>& supported_op_types() {
   static const std::vector<std::string> types = {
       "Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "Relu", "Softmax", "LayerNormalization", "Transpose", "Cast",
       "ReduceSum", "ReduceMean", "ReduceMax", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Constant",
-      "npusim.FlashAttention"};
+      "npusim.FlashAttention", "npusim.RMSNormalization", "npusim.Gelu"};
   return types;
 }
 
 namespace {
 
 std::string dtype_param(DType t) { return std::string(hw::isa::dtype_name(t)); }
+
+// A float attribute as an op parameter, without losing digits (std::to_string keeps six decimals).
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
 
 class Lowering {
  public:
@@ -127,6 +134,17 @@ class Lowering {
       lower_attention(n);
       return;
     }
+    if (n.domain == "npusim" && n.op_type == "RMSNormalization") {
+      const int x = tensor(n.inputs.at(0), where);
+      step(n, "rmsnorm", {{"shape", ops::shape_string(t(x).desc.shape)}, {"eps", num(n.attr_float("epsilon", 1e-6f))}},
+           {x, tensor(n.inputs.at(1), where)}, {tensor(n.outputs.at(0), where)});
+      return;
+    }
+    if (n.domain == "npusim" && n.op_type == "Gelu") {
+      const int x = tensor(n.inputs.at(0), where);
+      step(n, "gelu", {{"shape", ops::shape_string(t(x).desc.shape)}}, {x}, {tensor(n.outputs.at(0), where)});
+      return;
+    }
     if (!n.domain.empty()) fail(n, "domain '" + n.domain + "' is not supported");
     const std::string& op = n.op_type;
     auto in = [&](std::size_t i) { return tensor(n.inputs.at(i), where); };
@@ -198,7 +216,7 @@ class Lowering {
         beta = temp(n.name + "/zero_bias", ops::TensorDesc{ops::Shape{t(x).desc.shape.back()}, t(x).desc.dtype});
         t(beta).constant.assign(t(x).desc.shape.back() * hw::isa::dtype_bytes(t(x).desc.dtype), 0);
       }
-      step(n, "layernorm", {{"shape", ops::shape_string(t(x).desc.shape)}, {"eps", std::to_string(n.attr_float("epsilon", 1e-5f))}},
+      step(n, "layernorm", {{"shape", ops::shape_string(t(x).desc.shape)}, {"eps", num(n.attr_float("epsilon", 1e-5f))}},
            {x, in(1), beta}, {out(0)});
       return;
     }
@@ -271,8 +289,7 @@ class Lowering {
     const std::uint64_t B = qs[0], N = rank3 ? 1 : qs[1], KVN = rank3 ? 1 : ks[1];
     const std::uint64_t S = qs[qs.size() - 2], SK = ks[ks.size() - 2], D = qs.back();
     const DType dt = t(q).desc.dtype, cube = dt == DType::kFp32 ? DType::kFp16 : dt;
-    char scale[32];
-    std::snprintf(scale, sizeof scale, "%.9g", static_cast<double>(n.attr_float("scale", 1.0f)));
+    const std::string scale = num(n.attr_float("scale", 1.0f));
     ops::Params p{{"B", std::to_string(B)}, {"N", std::to_string(N)}, {"KVN", std::to_string(KVN)}, {"S", std::to_string(S)},
                   {"SK", std::to_string(SK)}, {"D", std::to_string(D)}, {"causal", std::to_string(n.attr_int("causal", 0))},
                   {"scale", scale}};

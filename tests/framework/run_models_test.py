@@ -125,8 +125,78 @@ def attention(path, rng, kind, dtype=np.float16):
     return ref, shape
 
 
+def decomposed(path, rng, kind):
+    """float32 [4, 96]: a hand-written LayerNorm, RMSNorm or erf GELU as a framework exports it."""
+    h = 96
+    c = lambda name, v: numpy_helper.from_array(np.array(v, dtype=np.float32), name)
+    gamma = rng.uniform(0.5, 1.5, (h,)).astype(np.float32)
+    beta = rng.uniform(-0.5, 0.5, (h,)).astype(np.float32)
+    inits = [c("two", 2.0), c("eps", 1e-5), numpy_helper.from_array(gamma, "gamma"), numpy_helper.from_array(beta, "beta")]
+    if kind == "layernorm":
+        nodes = [helper.make_node("ReduceMean", ["x"], ["u"], axes=[-1], keepdims=1),
+                 helper.make_node("Sub", ["x", "u"], ["d"]),
+                 helper.make_node("Pow", ["d", "two"], ["d2"]),
+                 helper.make_node("ReduceMean", ["d2"], ["var"], axes=[-1], keepdims=1),
+                 helper.make_node("Add", ["var", "eps"], ["ve"]),
+                 helper.make_node("Sqrt", ["ve"], ["sd"]),
+                 helper.make_node("Div", ["d", "sd"], ["n"]),
+                 helper.make_node("Mul", ["gamma", "n"], ["gn"]),
+                 helper.make_node("Add", ["gn", "beta"], ["y"])]
+        def ref(x):
+            mu = x.mean(-1, keepdims=True)
+            return (x - mu) / np.sqrt(((x - mu) ** 2).mean(-1, keepdims=True) + 1e-5) * gamma + beta
+    elif kind == "rmsnorm":
+        inits.append(c("one", 1.0))
+        nodes = [helper.make_node("Pow", ["x", "two"], ["x2"]),
+                 helper.make_node("ReduceMean", ["x2"], ["ms"], axes=[-1], keepdims=1),
+                 helper.make_node("Add", ["ms", "eps"], ["me"]),
+                 helper.make_node("Sqrt", ["me"], ["rt"]),
+                 helper.make_node("Div", ["one", "rt"], ["r"]),
+                 helper.make_node("Mul", ["x", "r"], ["n"]),
+                 helper.make_node("Mul", ["gamma", "n"], ["y"])]
+        def ref(x):
+            return x / np.sqrt((x ** 2).mean(-1, keepdims=True) + 1e-5) * gamma
+    else:
+        inits += [c("sqrt2", np.sqrt(2.0)), c("one", 1.0), c("half", 0.5)]
+        nodes = [helper.make_node("Div", ["x", "sqrt2"], ["xs"]),
+                 helper.make_node("Erf", ["xs"], ["e"]),
+                 helper.make_node("Add", ["e", "one"], ["e1"]),
+                 helper.make_node("Mul", ["x", "e1"], ["xe"]),
+                 helper.make_node("Mul", ["xe", "half"], ["y"])]
+        from math import erf
+        def ref(x):
+            return 0.5 * x * (1 + np.vectorize(erf)(x / np.sqrt(2.0)))
+    g = helper.make_graph(nodes, kind, [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, h])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, h])], inits)
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+    return ref
+
+
 with tempfile.TemporaryDirectory() as d:
     rng = np.random.default_rng(3)
+    # Decomposed norms and GELU: fused into one library op each, equal to NumPy.
+    for kind, pass_name, op in [("layernorm", "fuse_layernorm", "layernorm"), ("rmsnorm", "fuse_rmsnorm", "rmsnorm"),
+                                ("gelu", "fuse_gelu", "gelu")]:
+        model = os.path.join(d, f"{kind}.onnx")
+        ref = decomposed(model, rng, kind)
+        ins, outs = os.path.join(d, f"{kind}_in"), os.path.join(d, f"{kind}_out")
+        os.makedirs(ins)
+        os.makedirs(outs)
+        x = rng.uniform(-2, 2, (4, 96)).astype(np.float32)
+        np.save(os.path.join(ins, "x.npy"), x)
+        rc, out, err = run([model, "--functional", "--inputs", ins, "--outputs", outs, "--json"])
+        check(rc == 0, f"{kind}: exit {rc}: {err}")
+        if rc != 0:
+            continue
+        j = json.loads(out)
+        check(j["graph"]["passes"].get(pass_name) == 1 and [t["name"] for t in j["tasks"] if t["type"] == "kernel"] == [op],
+              f"{kind}: passes {j['graph']['passes']}, kernels {[t['name'] for t in j['tasks'] if t['type'] == 'kernel']}")
+        y = np.load(os.path.join(outs, "y.npy"))
+        e = float(np.max(np.abs(y - ref(x))))
+        check(e < 1e-4, f"{kind}: max abs error {e}")
+        print(f"{kind}: fused, max abs error {e:.2e}")
+        rc, _, err = run([model, "--no-fusion"])  # the decomposed ops themselves are not lowered: a clear refusal
+        check(rc == 1 and "does not run" in err, f"{kind} --no-fusion: {rc} {err}")
     # Attention: fused into one FlashAttention kernel, equal to the unfused run and to NumPy, and faster.
     for kind in ["plain", "mask", "causal"]:
         model = os.path.join(d, f"attn_{kind}.onnx")

@@ -11,30 +11,12 @@
 #include <cmath>
 #include <optional>
 
+#include "stack/graph/passes/match.hpp"
 #include "stack/graph/passes/passes.hpp"
 
 namespace npusim::stack::graph::passes {
 
 namespace {
-
-bool single_use(const Graph& g, ValueId v) {
-  if (std::find(g.outputs.begin(), g.outputs.end(), v) != g.outputs.end()) return false;
-  return g.value(v).consumers.size() == 1;
-}
-
-// The live node producing v with op type `op`, or -1.
-NodeId producer(const Graph& g, ValueId v, const char* op) {
-  if (v == kNoValue) return -1;
-  const NodeId p = g.value(v).producer;
-  if (p < 0 || !g.node(p).alive || g.node(p).op_type != op || !g.node(p).domain.empty()) return -1;
-  return p;
-}
-
-std::optional<double> scalar_constant(const Graph& g, ValueId v) {
-  const Value& val = g.value(v);
-  if (!val.constant || val.constant->elements() != 1) return std::nullopt;
-  return val.constant->as_doubles()[0];
-}
 
 bool static_shape(const Value& v, std::vector<std::int64_t>* out) {
   if (!v.shape) return false;

@@ -15,6 +15,13 @@ namespace npusim::stack::graph::passes {
 // an Add mask was there). Returns the number of subgraphs fused.
 int fuse_attention(Graph& g);
 
+// Decomposed LayerNorm (ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add) -> LayerNormalization (fuse_norms.cpp).
+int fuse_layernorm(Graph& g);
+// Decomposed RMSNorm (Pow/ReduceMean/Add/Sqrt/Reciprocal or Div(1, .)/Mul/Mul) -> npusim.RMSNormalization.
+int fuse_rmsnorm(Graph& g);
+// GELU's erf form (Div or Mul by sqrt 2 / Erf / Add 1 / Mul x / Mul 0.5) -> npusim.Gelu.
+int fuse_gelu(Graph& g);
+
 // Runs every pass in order; returns (pass name, times it fired) for the passes that fired.
 std::vector<std::pair<std::string, int>> run_all(Graph& g);
 
