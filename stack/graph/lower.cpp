@@ -15,7 +15,7 @@ const std::vector<std::string>& supported_op_types() {
   static const std::vector<std::string> types = {
       "Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "Relu", "Softmax", "LayerNormalization", "Transpose", "Cast",
       "ReduceSum", "ReduceMean", "ReduceMax", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Constant",
-      "npusim.FlashAttention", "npusim.RMSNormalization", "npusim.Gelu"};
+      "npusim.FlashAttention", "npusim.RMSNormalization", "npusim.Gelu", "npusim.MatMulBias"};
   return types;
 }
 
@@ -145,7 +145,8 @@ class Lowering {
       step(n, "gelu", {{"shape", ops::shape_string(t(x).desc.shape)}}, {x}, {tensor(n.outputs.at(0), where)});
       return;
     }
-    if (!n.domain.empty()) fail(n, "domain '" + n.domain + "' is not supported");
+    if (!n.domain.empty() && !(n.domain == "npusim" && n.op_type == "MatMulBias"))
+      fail(n, "domain '" + n.domain + "' is not supported");
     const std::string& op = n.op_type;
     auto in = [&](std::size_t i) { return tensor(n.inputs.at(i), where); };
     auto out = [&](std::size_t i) { return tensor(n.outputs.at(i), where); };
@@ -259,7 +260,7 @@ class Lowering {
       view(n, n.outputs[0], r);  // keepdims or not: the same bytes
       return;
     }
-    if (op == "MatMul" || op == "Gemm") {
+    if (op == "MatMul" || op == "Gemm" || (n.domain == "npusim" && op == "MatMulBias")) {
       lower_matmul(n);
       return;
     }
@@ -317,7 +318,7 @@ class Lowering {
     const std::string where = "node '" + n.name + "' (" + n.op_type + ")";
     int a = tensor(n.inputs.at(0), where), b = tensor(n.inputs.at(1), where);
     const int o = tensor(n.outputs.at(0), where);
-    const bool gemm = n.op_type == "Gemm";
+    const bool gemm = n.op_type == "Gemm", fused = n.op_type == "MatMulBias";
     const bool ta = gemm && n.attr_int("transA", 0), tb = gemm && n.attr_int("transB", 0);
     if (gemm && (n.attr_float("alpha", 1.0f) != 1.0f || n.attr_float("beta", 1.0f) != 1.0f)) fail(n, "alpha and beta must be 1");
     const ops::Shape sa = t(a).desc.shape, sb = t(b).desc.shape;
@@ -342,6 +343,10 @@ class Lowering {
     p["M"] = std::to_string(M);
     p["N"] = std::to_string(N);
     p["K"] = std::to_string(K);
+    if (fused) {
+      const Attribute* act = n.attr("act");
+      if (act && act->s != "none") p["act"] = act->s;
+    }
     if (ta) p["trans_a"] = "1";
     if (tb) p["trans_b"] = "1";
     // The matmul op's own input shapes: A as M x K (or K x M), B as given, batched as [B, ...].
@@ -350,7 +355,7 @@ class Lowering {
     a = to_half(n, a, cube, "a");
     b = to_half(n, b, cube, "b");
     std::vector<int> ins{a, b};
-    if (gemm && n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
+    if ((gemm || fused) && n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
       int c = tensor(n.inputs[2], where);
       if (ops::elements(t(c).desc.shape) != N) fail(n, "the bias must have N = " + std::to_string(N) + " elements");
       ins.push_back(to_half(n, c, cube, "bias"));

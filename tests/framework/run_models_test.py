@@ -249,6 +249,9 @@ with tempfile.TemporaryDirectory() as d:
             check(rc == 0, f"{name} on {config}: exit {rc}: {err}")
             if rc != 0:
                 continue
+            if name == "mlp":  # MatMul + Add + Relu -> one MatMul with bias and ReLU epilogue
+                passes = json.loads(out)["graph"]["passes"]
+                check(passes.get("fuse_matmul_epilogue") == 1, f"mlp on {config}: passes {passes}")
             y = np.load(os.path.join(outs, "y.npy")).astype(np.float32)
             want = ref(x)
             err_max = float(np.max(np.abs(y - want)))

@@ -8,6 +8,7 @@ std::vector<std::pair<std::string, int>> run_all(Graph& g) {
   if (const int n = fuse_layernorm(g)) fired.push_back({"fuse_layernorm", n});
   if (const int n = fuse_rmsnorm(g)) fired.push_back({"fuse_rmsnorm", n});
   if (const int n = fuse_gelu(g)) fired.push_back({"fuse_gelu", n});
+  if (const int n = fuse_matmul_epilogue(g)) fired.push_back({"fuse_matmul_epilogue", n});
   g.compact();
   g.verify();
   return fired;

@@ -21,6 +21,8 @@ int fuse_layernorm(Graph& g);
 int fuse_rmsnorm(Graph& g);
 // GELU's erf form (Div or Mul by sqrt 2 / Erf / Add 1 / Mul x / Mul 0.5) -> npusim.Gelu.
 int fuse_gelu(Graph& g);
+// MatMul(x, W[K, N]) -> Add(bias[N]) [-> npusim.Gelu | Relu] -> npusim.MatMulBias (act attribute).
+int fuse_matmul_epilogue(Graph& g);
 
 // Runs every pass in order; returns (pass name, times it fired) for the passes that fired.
 std::vector<std::pair<std::string, int>> run_all(Graph& g);
