@@ -90,8 +90,8 @@ int sc_main(int argc, char** argv) {
   add_config_options(*run, run_cfg);
   run->add_option("--dim", ropts.dims, "bind a symbolic input dim, e.g. --dim batch=4 (repeatable)")->type_name("NAME=SIZE");
   run->add_flag("--functional", ropts.functional, "compute the values (seeded random inputs); outputs summarised in --json");
-  run->add_option("--inputs", ropts.inputs_dir, "with --functional: read input NAME from DIR/NAME.npy")->type_name("DIR");
-  run->add_option("--outputs", ropts.outputs_dir, "with --functional: write output NAME to DIR/NAME.npy")->type_name("DIR");
+  run->add_option("--inputs", ropts.inputs_dir, "with --functional: read input NAME from DIR/NAME.npy (or DIR/NAME.pb, an ONNX TensorProto)")->type_name("DIR");
+  run->add_option("--outputs", ropts.outputs_dir, "with --functional: write output NAME to DIR/NAME.npy and DIR/NAME.pb")->type_name("DIR");
   run->add_flag("--no-fusion", ropts.no_fusion, "run the graph as imported, without the fusion passes");
   run->add_flag("--json", ropts.json, "print one JSON object (keys in docs/metrics.md)");
   run->add_option("--trace", ropts.trace, "write a Chrome/Perfetto trace to FILE")->type_name("FILE");

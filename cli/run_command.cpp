@@ -1,6 +1,7 @@
 #include "cli/run_command.hpp"
 
 #include <chrono>
+#include <fstream>
 #include <cmath>
 #include <iomanip>
 #include <iostream>
@@ -92,8 +93,24 @@ int run_model_command(const RunOptions& opts) {
     for (int t : program.inputs) {
       const graph::ProgramTensor& pt = program.tensors[static_cast<std::size_t>(t)];
       if (!opts.inputs_dir.empty()) {
-        const std::string path = file_of(opts.inputs_dir, pt.name);
-        const NpyArray a = read_npy(path);
+        // DIR/NAME.npy, or else DIR/NAME.pb (an ONNX TensorProto).
+        std::string path = file_of(opts.inputs_dir, pt.name);
+        NpyArray a;
+        if (std::ifstream(path).good()) {
+          a = read_npy(path);
+        } else {
+          path = path.substr(0, path.size() - 4) + ".pb";
+          if (!std::ifstream(path).good())
+            throw InputError("input '" + pt.name + "': neither " + path.substr(0, path.size() - 3) + ".npy nor " + path + " exists");
+          const graph::Tensor t = stack::framework::read_tensor_pb(path).second;
+          a.dtype = t.type == graph::ElemType::kFloat16 ? hw::isa::DType::kFp16
+                    : t.type == graph::ElemType::kBFloat16 ? hw::isa::DType::kBf16 : hw::isa::DType::kFp32;
+          if (t.type != graph::ElemType::kFloat16 && t.type != graph::ElemType::kBFloat16 && t.type != graph::ElemType::kFloat32)
+            throw InputError("input '" + pt.name + "' (" + path + "): element type " + std::string(graph::elem_name(t.type)) + " is not float");
+          for (auto d : t.shape) a.shape.push_back(static_cast<std::uint64_t>(d));
+          if (a.shape.empty()) a.shape = {1};
+          a.bytes = t.bytes;
+        }
         if (a.dtype != pt.desc.dtype || a.shape != pt.desc.shape)
           throw InputError("input '" + pt.name + "' (" + path + "): expected " + ops::shape_string(pt.desc.shape) + " " +
                            std::string(hw::isa::dtype_name(pt.desc.dtype)) + ", got " + ops::shape_string(a.shape) + " " +
@@ -147,7 +164,14 @@ int run_model_command(const RunOptions& opts) {
     if (!opts.outputs_dir.empty()) {
       for (std::size_t k = 0; k < program.outputs.size(); ++k) {
         const graph::ProgramTensor& t = program.tensors[static_cast<std::size_t>(program.outputs[k])];
-        write_npy(file_of(opts.outputs_dir, t.name), NpyArray{t.desc.dtype, t.desc.shape, ex.outputs[k]});
+        const std::string npy = file_of(opts.outputs_dir, t.name);
+        write_npy(npy, NpyArray{t.desc.dtype, t.desc.shape, ex.outputs[k]});
+        graph::Tensor pb;
+        pb.type = t.desc.dtype == hw::isa::DType::kFp16 ? graph::ElemType::kFloat16
+                  : t.desc.dtype == hw::isa::DType::kBf16 ? graph::ElemType::kBFloat16 : graph::ElemType::kFloat32;
+        for (auto d : t.desc.shape) pb.shape.push_back(static_cast<std::int64_t>(d));
+        pb.bytes = ex.outputs[k];
+        stack::framework::write_tensor_pb(npy.substr(0, npy.size() - 4) + ".pb", t.name, pb);
       }
     }
   }

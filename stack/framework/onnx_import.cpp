@@ -216,6 +216,30 @@ ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& wha
   return out;
 }
 
+std::pair<std::string, graph::Tensor> read_tensor_pb(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) throw InputError(path + ": cannot read");
+  std::stringstream ss;
+  ss << f.rdbuf();
+  onnx::TensorProto t;
+  if (!t.ParseFromString(ss.str())) throw InputError(path + ": not an ONNX TensorProto");
+  return {t.name(), tensor_of(t, path)};
+}
+
+void write_tensor_pb(const std::string& path, const std::string& name, const graph::Tensor& t) {
+  onnx::TensorProto p;
+  p.set_name(name);
+  int type = onnx::TensorProto::FLOAT;
+  if (t.type == ElemType::kFloat16) type = onnx::TensorProto::FLOAT16;
+  else if (t.type == ElemType::kBFloat16) type = onnx::TensorProto::BFLOAT16;
+  else if (t.type != ElemType::kFloat32) throw InputError(path + ": only float tensors are written");
+  p.set_data_type(type);
+  for (auto d : t.shape) p.add_dims(d);
+  p.set_raw_data(std::string(t.bytes.begin(), t.bytes.end()));
+  std::ofstream f(path, std::ios::binary);
+  if (!f || !p.SerializeToOstream(&f)) throw InputError(path + ": cannot write");
+}
+
 std::vector<std::string> unsupported_nodes(const graph::Graph& g, const std::vector<std::string>& supported) {
   std::vector<std::string> out;
   for (graph::NodeId id : g.topo_order()) {

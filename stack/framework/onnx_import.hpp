@@ -6,6 +6,7 @@
 
 #include <cstdint>
 #include <map>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -25,6 +26,12 @@ ImportedModel import_onnx(const std::string& path, const std::map<std::string, s
 // The same from the bytes of a ModelProto; `what` names it in errors.
 ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& what,
                                 const std::map<std::string, std::int64_t>& dims = {});
+
+// An ONNX TensorProto file (.pb, as the ONNX test data keeps inputs and outputs) -> its name and data; throws
+// InputError naming the file.
+std::pair<std::string, graph::Tensor> read_tensor_pb(const std::string& path);
+// Writes `t` as a TensorProto named `name` (raw data).
+void write_tensor_pb(const std::string& path, const std::string& name, const graph::Tensor& t);
 
 // Nodes whose op type ("Op" in the default domain, "domain.Op" elsewhere) is not in `supported`, as "name (OpType)" in graph order; a caller
 // reports them all in one error.

@@ -282,6 +282,23 @@ with tempfile.TemporaryDirectory() as d:
     check(rc == 1 and "--dim batch=SIZE" in err, f"unbound dim: {rc} {err}")
     rc, _, err = run([os.path.join(d, "mlp.onnx"), "--dim", "seq=4"])
     check(rc == 1 and "no input has a dim named 'seq'" in err, f"unknown dim: {rc} {err}")
+    # TensorProto .pb inputs and outputs, as the ONNX test data keeps them: the same values as through .npy.
+    pb_in, pb_out = os.path.join(d, "pb_in"), os.path.join(d, "pb_out")
+    os.makedirs(pb_in)
+    os.makedirs(pb_out)
+    x = np.load(os.path.join(d, "norm_block_in", "x.npy"))
+    with open(os.path.join(pb_in, "x.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(x, "x").SerializeToString())
+    rc, _, err = run([os.path.join(d, "norm_block.onnx"), "--functional", "--inputs", pb_in, "--outputs", pb_out])
+    check(rc == 0, f".pb input: {rc} {err}")
+    if rc == 0:
+        t = onnx.TensorProto()
+        with open(os.path.join(pb_out, "y.pb"), "rb") as f:
+            t.ParseFromString(f.read())
+        check(t.name == "y" and np.array_equal(numpy_helper.to_array(t), np.load(os.path.join(pb_out, "y.npy"))),
+              ".pb output differs from the .npy one")
+        check(np.array_equal(np.load(os.path.join(pb_out, "y.npy")), np.load(os.path.join(d, "norm_block_out", "y.npy"))),
+              ".pb input gave other values than .npy")
 
 print("failures:", len(failures))
 sys.exit(1 if failures else 0)
