@@ -13,7 +13,8 @@ using hw::isa::DType;
 
 const std::vector<std::string>& supported_op_types() {
   static const std::vector<std::string> types = {
-      "Add", "Sub", "Mul", "Div", "MatMul", "Gemm", "Relu", "Softmax", "LayerNormalization", "Transpose", "Cast",
+      "Add", "Sub", "Mul", "Div", "Pow", "MatMul", "Gemm", "Relu", "Exp", "Log", "Sqrt", "Abs", "Neg", "Reciprocal",
+      "Sigmoid", "Tanh", "Erf", "Softmax", "LayerNormalization", "Transpose", "Cast",
       "ReduceSum", "ReduceMean", "ReduceMax", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Constant",
       "npusim.FlashAttention", "npusim.RMSNormalization", "npusim.Gelu", "npusim.MatMulBias"};
   return types;
@@ -189,8 +190,23 @@ class Lowering {
       step(n, name, {{"shape", ops::shape_string(t(a).desc.shape)}, {"shape_b", ops::shape_string(t(b).desc.shape)}}, {a, b}, {out(0)});
       return;
     }
-    if (op == "Relu") {
-      step(n, "relu", {{"shape", ops::shape_string(t(in(0)).desc.shape)}}, {in(0)}, {out(0)});
+    static const std::map<std::string, std::string> unary = {
+        {"Relu", "relu"}, {"Exp", "exp"}, {"Log", "log"}, {"Sqrt", "sqrt"}, {"Abs", "abs"}, {"Neg", "neg"},
+        {"Reciprocal", "reciprocal"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Erf", "erf"}};
+    if (const auto u = unary.find(op); u != unary.end()) {
+      step(n, u->second, {{"shape", ops::shape_string(t(in(0)).desc.shape)}}, {in(0)}, {out(0)});
+      return;
+    }
+    if (op == "Pow") {  // the exponents models use: x^2 as x * x, x^0.5 as sqrt
+      const Value& e = g_.value(n.inputs.at(1));
+      const double ex = e.constant && e.constant->elements() == 1 ? e.constant->as_doubles()[0] : -1;
+      const int x = in(0);
+      if (ex == 2.0)
+        step(n, "mul", {{"shape", ops::shape_string(t(x).desc.shape)}, {"shape_b", ops::shape_string(t(x).desc.shape)}}, {x, x}, {out(0)});
+      else if (ex == 0.5)
+        step(n, "sqrt", {{"shape", ops::shape_string(t(x).desc.shape)}}, {x}, {out(0)});
+      else
+        fail(n, "only the constant exponents 2 and 0.5 are supported");
       return;
     }
     if (op == "Softmax") {

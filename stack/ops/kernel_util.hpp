@@ -77,7 +77,10 @@ void convert(const LocalTensor<D>& dst, const LocalTensor<S>& src, std::uint64_t
   }
 }
 
-enum class Activation : std::uint8_t { kNone, kRelu, kGeluErf, kGeluTanh, kSilu };
+enum class Activation : std::uint8_t {
+  kNone, kRelu, kGeluErf, kGeluTanh, kSilu,
+  kExp, kLog, kSqrt, kAbs, kNeg, kReciprocal, kSigmoid, kTanh, kErf,
+};
 
 // GELU, tanh form: x * sigmoid(2 sqrt(2/pi) (x + 0.044715 x^3)) = 0.5 x (1 + tanh(...)). Needs one temporary.
 inline void gelu_tanh(const LocalTensor<float>& y, const LocalTensor<float>& x, const LocalTensor<float>& t,
@@ -121,6 +124,33 @@ inline void gelu_erf(const LocalTensor<float>& y, const LocalTensor<float>& x, c
   Muls(y, a, 0.5f, n);
 }
 
+// erf(x) = sign(x) (1 - t (a1 + t (a2 + ...)) exp(-x^2)), t = 1 / (1 + p |x|) (A&S 7.1.26, |error| <= 1.5e-7); the
+// sign as x / (|x| + 1e-30), which is exact where it matters (erf(0) = 0 either way). Needs three temporaries.
+inline void erf(const LocalTensor<float>& y, const LocalTensor<float>& x, const LocalTensor<float>& a,
+                const LocalTensor<float>& b, const LocalTensor<float>& c, std::uint64_t n) {
+  constexpr float p = 0.3275911f, a1 = 0.254829592f, a2 = -0.284496736f, a3 = 1.421413741f, a4 = -1.453152027f,
+                  a5 = 1.061405429f;
+  Abs(a, x, n);
+  Mul(b, a, a, n);
+  Muls(b, b, -1.0f, n);
+  Exp(b, b, n);  // exp(-x^2)
+  Muls(c, a, p, n);
+  Adds(c, c, 1.0f, n);
+  Reciprocal(c, c, n);  // t
+  Muls(a, c, a5, n);
+  for (float coef : {a4, a3, a2, a1}) {
+    Adds(a, a, coef, n);
+    Mul(a, a, c, n);
+  }
+  Mul(a, a, b, n);
+  Muls(a, a, -1.0f, n);
+  Adds(a, a, 1.0f, n);  // erf(|x|)
+  Abs(b, x, n);
+  Adds(b, b, 1e-30f, n);
+  Div(b, x, b, n);  // sign(x)
+  Mul(y, a, b, n);
+}
+
 // SiLU: x * sigmoid(x) = x / (1 + exp(-x)). Needs one temporary.
 inline void silu(const LocalTensor<float>& y, const LocalTensor<float>& x, const LocalTensor<float>& t, std::uint64_t n) {
   Muls(t, x, -1.0f, n);
@@ -138,6 +168,27 @@ inline void activate(Activation act, const LocalTensor<float>& x, const LocalTen
     case Activation::kGeluErf: gelu_erf(x, x, a, b, c, n); return;
     case Activation::kGeluTanh: gelu_tanh(x, x, a, n); return;
     case Activation::kSilu: silu(x, x, a, n); return;
+    case Activation::kExp: Exp(x, x, n); return;
+    case Activation::kLog: Ln(x, x, n); return;
+    case Activation::kSqrt: Sqrt(x, x, n); return;
+    case Activation::kAbs: Abs(x, x, n); return;
+    case Activation::kNeg: Muls(x, x, -1.0f, n); return;
+    case Activation::kReciprocal: Reciprocal(x, x, n); return;
+    case Activation::kSigmoid:  // 1 / (1 + exp(-x))
+      Muls(x, x, -1.0f, n);
+      Exp(x, x, n);
+      Adds(x, x, 1.0f, n);
+      Reciprocal(x, x, n);
+      return;
+    case Activation::kTanh:  // 1 - 2 / (exp(2x) + 1): saturates cleanly at both ends
+      Muls(a, x, 2.0f, n);
+      Exp(a, a, n);
+      Adds(a, a, 1.0f, n);
+      Reciprocal(a, a, n);
+      Muls(a, a, -2.0f, n);
+      Adds(x, a, 1.0f, n);
+      return;
+    case Activation::kErf: erf(x, x, a, b, c, n); return;
   }
 }
 
@@ -150,6 +201,15 @@ inline float activate_ref(Activation act, float x) {
     case Activation::kGeluTanh:
       return static_cast<float>(0.5 * x * (1.0 + std::tanh(std::sqrt(2.0 / M_PI) * (x + 0.044715 * x * x * x))));
     case Activation::kSilu: return static_cast<float>(x / (1.0 + std::exp(-static_cast<double>(x))));
+    case Activation::kExp: return static_cast<float>(std::exp(static_cast<double>(x)));
+    case Activation::kLog: return static_cast<float>(std::log(static_cast<double>(x)));
+    case Activation::kSqrt: return static_cast<float>(std::sqrt(static_cast<double>(x)));
+    case Activation::kAbs: return std::fabs(x);
+    case Activation::kNeg: return -x;
+    case Activation::kReciprocal: return static_cast<float>(1.0 / static_cast<double>(x));
+    case Activation::kSigmoid: return static_cast<float>(1.0 / (1.0 + std::exp(-static_cast<double>(x))));
+    case Activation::kTanh: return static_cast<float>(std::tanh(static_cast<double>(x)));
+    case Activation::kErf: return static_cast<float>(std::erf(static_cast<double>(x)));
   }
   return x;
 }

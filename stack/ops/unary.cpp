@@ -1,4 +1,5 @@
-// Elementwise unary ops over a flat range: ReLU, GELU (erf and tanh forms), SiLU, and Cast between fp16, bf16 and fp32.
+// Elementwise unary ops over a flat range: ReLU, GELU (erf and tanh forms), SiLU, Exp, Log, Sqrt, Abs, Neg,
+// Reciprocal, Sigmoid, Tanh, Erf, and Cast between fp16, bf16 and fp32.
 // The range is split evenly over the vector cores in whole 32 B blocks; each core streams UB-sized tiles through
 // double-buffered queues and computes in fp32 (kernel_util.hpp has the formulas).
 #include <algorithm>
@@ -33,7 +34,7 @@ void unary_kernel(const UnaryArgs& a) {
   const bool math = a.act != Activation::kNone;
   if (math) {
     for (auto* b : {&fx, &fa, &fb}) pipe.InitBuffer(*b, tile * 4);
-    if (a.act == Activation::kGeluErf) pipe.InitBuffer(fc, tile * 4);
+    if (a.act == Activation::kGeluErf || a.act == Activation::kErf) pipe.InitBuffer(fc, tile * 4);
   } else if (!std::is_same_v<In, float> && !std::is_same_v<Out, float>) {
     pipe.InitBuffer(fx, tile * 4);  // fp16 <-> bf16 goes through fp32
   }
@@ -47,7 +48,8 @@ void unary_kernel(const UnaryArgs& a) {
     if (math) {
       const LocalTensor<float> x = fx.Get<float>();
       convert(x, in, len);
-      activate(a.act, x, fa.Get<float>(), fb.Get<float>(), a.act == Activation::kGeluErf ? fc.Get<float>() : x, len);
+      const bool three = a.act == Activation::kGeluErf || a.act == Activation::kErf;
+      activate(a.act, x, fa.Get<float>(), fb.Get<float>(), three ? fc.Get<float>() : x, len);
       convert(out, x, len);
     } else if constexpr (std::is_same_v<In, float> || std::is_same_v<Out, float>) {
       convert(out, in, len);
@@ -93,7 +95,8 @@ OpDef unary_op(const std::string& name, Activation act, const std::string& summa
     a.n = elements(in[0].shape);
     const std::uint64_t si = hw::isa::dtype_bytes(in[0].dtype), so = hw::isa::dtype_bytes(out_t);
     // Tile: two in and two out buffers, plus the fp32 work buffers of the formula.
-    const std::uint64_t work = act == Activation::kGeluErf ? 4 : act == Activation::kNone ? (si < 4 && so < 4 ? 1 : 0) : 3;
+    const bool three = act == Activation::kGeluErf || act == Activation::kErf;
+    const std::uint64_t work = three ? 4 : act == Activation::kNone ? (si < 4 && so < 4 ? 1 : 0) : 3;
     std::uint64_t tile = (chip.buffers.ub.size - 256) / (2 * si + 2 * so + 4 * work);
     tile = std::min<std::uint64_t>(tile / 64 * 64, 255 * 64);
     const std::uint64_t unit = 32;  // elements per split unit: whole 32 B blocks for every element size
@@ -122,8 +125,11 @@ OpDef unary_op(const std::string& name, Activation act, const std::string& summa
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = activate_ref(act, v[0][i]);
     return std::vector<HostTensor>{out};
   };
-  if (act == Activation::kGeluErf || act == Activation::kGeluTanh || act == Activation::kSilu)
+  if (act == Activation::kGeluErf || act == Activation::kGeluTanh || act == Activation::kSilu || act == Activation::kSigmoid ||
+      act == Activation::kTanh || act == Activation::kErf || act == Activation::kExp)
     d.input_ranges = {{-4.0f, 4.0f}};  // both tails and the curved middle
+  if (act == Activation::kLog || act == Activation::kSqrt || act == Activation::kReciprocal)
+    d.input_ranges = {{0.25f, 4.0f}};  // inside the domain, away from the pole
   return d;
 }
 
@@ -134,6 +140,15 @@ std::vector<OpDef> unary_ops() {
           unary_op("gelu", Activation::kGeluErf, "GELU, erf form: x Phi(x)"),
           unary_op("gelu_tanh", Activation::kGeluTanh, "GELU, tanh approximation"),
           unary_op("silu", Activation::kSilu, "SiLU: x sigmoid(x)"),
+          unary_op("exp", Activation::kExp, "e^x"),
+          unary_op("log", Activation::kLog, "natural logarithm"),
+          unary_op("sqrt", Activation::kSqrt, "square root"),
+          unary_op("abs", Activation::kAbs, "|x|"),
+          unary_op("neg", Activation::kNeg, "-x"),
+          unary_op("reciprocal", Activation::kReciprocal, "1 / x"),
+          unary_op("sigmoid", Activation::kSigmoid, "1 / (1 + e^-x)"),
+          unary_op("tanh", Activation::kTanh, "hyperbolic tangent, as 1 - 2 / (e^2x + 1)"),
+          unary_op("erf", Activation::kErf, "error function (A&S 7.1.26, |error| <= 1.5e-7)"),
           unary_op("cast", Activation::kNone, "dtype conversion to fp16, bf16 or fp32 (-p to=...), round to nearest even")};
 }
 

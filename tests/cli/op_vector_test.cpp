@@ -58,6 +58,7 @@ TEST(OpVector, ActivationsAndCastMatchTheReference) {
   check_op("gelu", "", 3000);
   check_op("gelu_tanh", "", 3000);
   check_op("silu", "", 3000);
+  for (const char* op : {"relu", "exp", "log", "sqrt", "abs", "neg", "reciprocal", "sigmoid", "tanh", "erf"}) check_op(op, "", 3000);
   for (const char* to : {"fp16", "bf16", "fp32"}) check_op("cast", std::string(" -p to=") + to, 3000);
 }
 
