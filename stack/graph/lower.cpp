@@ -169,9 +169,19 @@ class Lowering {
       int a = in(0), b = in(1);
       const ops::Shape sa = t(a).desc.shape, sb = t(b).desc.shape;
       auto trailing = [](ops::Shape small, const ops::Shape& big) {
+        const bool column = small.size() == big.size() && big.size() >= 2 && small.back() == 1 &&
+                            std::equal(small.begin(), small.end() - 1, big.begin());  // a per-row scalar
         while (small.size() > 1 && small.front() == 1) small.erase(small.begin());
-        return small.size() <= big.size() && std::equal(small.begin(), small.end(), big.end() - static_cast<std::ptrdiff_t>(small.size()));
+        return column ||
+               (small.size() <= big.size() && std::equal(small.begin(), small.end(), big.end() - static_cast<std::ptrdiff_t>(small.size())));
       };
+      if (op == "Div" && ops::elements(sa) == 1 && !t(a).constant.empty() && ops::elements(sb) > 1) {
+        const auto one = g_.value(n.inputs[0]).constant->as_doubles();
+        if (one.size() == 1 && one[0] == 1.0) {  // 1 / x
+          step(n, "reciprocal", {{"shape", ops::shape_string(sb)}}, {b}, {out(0)});
+          return;
+        }
+      }
       if (!trailing(sb, sa)) {
         if ((op == "Add" || op == "Mul") && trailing(sa, sb)) std::swap(a, b);
         else if (ops::elements(sb) == 1 && !t(b).constant.empty()) {

@@ -30,6 +30,59 @@ void binary(Bin op, const LocalTensor<T>& d, const LocalTensor<T>& a, const Loca
 
 // The kernel: output range [first, first + count) of block GetBlockIdx(); b repeats every `period` elements
 // (period == n: no broadcast).
+// A per-row scalar b (b's shape = a's with the last dim 1, e.g. a row mean): rows of h in tiles; each tile's b values
+// are broadcast with Brcb into one 32 B block per row and applied with a zero source stride.
+template <class T>
+void column_kernel(Bin op, GM_ADDR a, GM_ADDR b, GM_ADDR out, std::uint64_t n, std::uint64_t h, std::uint64_t per_block,
+                   std::uint64_t tile) {
+  const std::uint64_t first_row = GetBlockIdx() * per_block, rows = n / h;
+  if (first_row >= rows) return;
+  const std::uint64_t count = std::min(per_block, rows - first_row), es = sizeof(T);
+  const std::uint64_t row = ub_row<T>(h), tr = std::min<std::uint64_t>({std::max<std::uint64_t>(1, tile / row), 2040, count});
+  TPipe pipe;
+  TQue<TPosition::VECIN, 2> qa, qb;
+  TQue<TPosition::VECOUT, 2> qo;
+  TBuf<TPosition::VECCALC> fbc;
+  pipe.InitBuffer(qa, 2, tr * row * es);
+  pipe.InitBuffer(qo, 2, tr * row * es);
+  pipe.InitBuffer(qb, 2, ceil_to(tr * es, 32));
+  pipe.InitBuffer(fbc, ceil_to(tr, 8) * 32);
+  const std::uint64_t lanes = 256 / es, full = h / lanes, tail = h % lanes;
+  const LocalTensor<T> bc = fbc.Get<T>();
+  for (std::uint64_t r = 0; r < count; r += tr) {
+    const std::uint64_t nr = std::min(tr, count - r), r0 = first_row + r;
+    LocalTensor<T> la = qa.AllocTensor<T>(), lb = qb.AllocTensor<T>();
+    copy_rows_in(la, a + r0 * h * es, nr, h, h);
+    copy_in(lb, b + r0 * es, nr);
+    qa.EnQue(la);
+    qb.EnQue(lb);
+    la = qa.DeQue<T>();
+    lb = qb.DeQue<T>();
+    Brcb(bc, lb, static_cast<std::uint8_t>(ceil_div(nr, 8)), BrcbRepeatParams{1, 8});
+    qb.FreeTensor(lb);
+    LocalTensor<T> lo = qo.AllocTensor<T>();
+    const BinaryRepeatParams p{1, 1, 0, 8, 8, 0};
+    for (std::uint64_t i = 0; i < nr; ++i) {
+      const LocalTensor<T> d = lo[i * row], s = la[i * row], v = bc[i * (32 / es)];
+      auto apply = [&](std::uint64_t off, std::uint64_t mask, std::uint64_t rep) {
+        switch (op) {
+          case Bin::kAdd: Add(d[off], s[off], v, mask, static_cast<std::uint8_t>(rep), p); break;
+          case Bin::kSub: Sub(d[off], s[off], v, mask, static_cast<std::uint8_t>(rep), p); break;
+          case Bin::kMul: Mul(d[off], s[off], v, mask, static_cast<std::uint8_t>(rep), p); break;
+          case Bin::kDiv: Div(d[off], s[off], v, mask, static_cast<std::uint8_t>(rep), p); break;
+        }
+      };
+      for (std::uint64_t k = 0; k < full; k += 255) apply(k * lanes, lanes, std::min<std::uint64_t>(255, full - k));
+      if (tail) apply(full * lanes, tail, 1);
+    }
+    qo.EnQue(lo);
+    qa.FreeTensor(la);
+    lo = qo.DeQue<T>();
+    copy_rows_out(out + r0 * h * es, lo, nr, h, h);
+    qo.FreeTensor(lo);
+  }
+}
+
 template <class T>
 void binary_kernel(Bin op, GM_ADDR a, GM_ADDR b, GM_ADDR out, std::uint64_t n, std::uint64_t period,
                    std::uint64_t per_block, std::uint64_t tile, bool stream) {
@@ -116,10 +169,35 @@ OpDef binary_op(const std::string& name, Bin op) {
   d.plan = [op, name](const std::vector<TensorDesc>& in, const Params&, const config::ChipConfig& chip) {
     const Shape& a = in[0].shape;
     Shape b = in[1].shape;
+    const DType t = in[0].dtype;
+    // A per-row scalar: b = a's shape with the last dim 1.
+    if (b.size() == a.size() && a.size() >= 2 && b.back() == 1 && a.back() != 1 &&
+        std::equal(b.begin(), b.end() - 1, a.begin())) {
+      const std::uint64_t n = elements(a), h = a.back(), size = dtype_size(t), rows = n / h;
+      if (ub_row<float>(h) * 4 * 4 + 64 * 8 > chip.buffers.ub.size)
+        throw InputError(name + ": a row of " + std::to_string(h) + " elements does not fit the UB of chip " + chip.name);
+      OpPlan plan;
+      plan.outputs = {{a, t}};
+      plan.type = KernelType::kVector;
+      const std::uint64_t per_block = ceil_div(rows, chip.vector_units());
+      const std::uint64_t tile = (chip.buffers.ub.size - 4096) / (4 * size) / 16 * 16;  // two in, two out buffers
+      plan.block_dim = static_cast<std::uint32_t>(ceil_div(rows, per_block));
+      plan.tiling = {{"tile_elements", static_cast<double>(tile)}, {"rows_per_block", static_cast<double>(per_block)},
+                     {"column_broadcast", 1.0}};
+      plan.kernel = [=](const std::vector<std::uint64_t>& buf) -> std::function<void()> {
+        const GM_ADDR pa = buf[0], pb = buf[1], po = buf[2];
+        switch (t) {
+          case DType::kFp16: return [=] { column_kernel<half>(op, pa, pb, po, n, h, per_block, tile); };
+          case DType::kBf16: return [=] { column_kernel<bfloat16_t>(op, pa, pb, po, n, h, per_block, tile); };
+          default: return [=] { column_kernel<float>(op, pa, pb, po, n, h, per_block, tile); };
+        }
+      };
+      return plan;
+    }
     while (b.size() > 1 && b.front() == 1) b.erase(b.begin());  // leading 1s broadcast
     if (b.size() > a.size() || !std::equal(b.begin(), b.end(), a.end() - static_cast<std::ptrdiff_t>(b.size()))) {
       throw InputError(name + ": cannot broadcast b of shape " + shape_string(in[1].shape) + " to " + shape_string(a) +
-                       " (b must match the trailing dimensions of a)");
+                       " (b must match the trailing dimensions of a, or be a's shape with the last dim 1)");
     }
     const std::uint64_t n = elements(a), period = elements(b), size = dtype_size(in[0].dtype);
     OpPlan plan;
@@ -139,7 +217,6 @@ OpDef binary_op(const std::string& name, Bin op) {
     plan.block_dim = static_cast<std::uint32_t>((n + per_block - 1) / per_block);
     plan.tiling = {{"tile_elements", static_cast<double>(tile)}, {"per_block", static_cast<double>(per_block)},
                    {"broadcast_period", static_cast<double>(period)}, {"streams_b", stream ? 1.0 : 0.0}};
-    const DType t = in[0].dtype;
     plan.kernel = [=](const std::vector<std::uint64_t>& buf) -> std::function<void()> {
       const GM_ADDR pa = buf[0], pb = buf[1], po = buf[2];
       switch (t) {
@@ -152,9 +229,13 @@ OpDef binary_op(const std::string& name, Bin op) {
   };
   d.reference = [op](const std::vector<TensorDesc>& in, const Params&, const std::vector<HostTensor>& v) {
     const std::uint64_t n = elements(in[0].shape), period = v[1].size();
+    const Shape& bs = in[1].shape;
+    const bool column = bs.size() == in[0].shape.size() && bs.size() >= 2 && bs.back() == 1 && in[0].shape.back() != 1 &&
+                        std::equal(bs.begin(), bs.end() - 1, in[0].shape.begin());
+    const std::uint64_t h = in[0].shape.back();
     HostTensor out(n);
     for (std::uint64_t i = 0; i < n; ++i) {
-      const float x = v[0][i], y = v[1][i % period];
+      const float x = v[0][i], y = column ? v[1][i / h] : v[1][i % period];
       out[i] = op == Bin::kAdd ? x + y : op == Bin::kSub ? x - y : op == Bin::kMul ? x * y : x / y;
     }
     return std::vector<HostTensor>{out};

@@ -16,7 +16,7 @@ TEST(OpCli, ElementwiseOpsMatchTheReferenceOnEveryDtypeAndChip) {
     std::string shape, shape_b;
   };
   // Odd sizes (tails that are not whole 32 B blocks), broadcasts of rows and of trailing blocks.
-  const Case cases[] = {{"1000x37", ""}, {"3x5x7", "7"}, {"64x333", "1x333"}, {"8x16x64", "16x64"}, {"131", ""}};
+  const Case cases[] = {{"1000x37", ""}, {"3x5x7", "7"}, {"64x333", "1x333"}, {"8x16x64", "16x64"}, {"131", ""}, {"37x100", "37x1"}};
   for (const char* config : {"tiny", "910b"}) {
     for (const char* op : {"add", "sub", "mul", "div"}) {
       for (const char* dtype : {"fp16", "bf16", "fp32"}) {

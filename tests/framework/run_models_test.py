@@ -195,17 +195,15 @@ with tempfile.TemporaryDirectory() as d:
         e = float(np.max(np.abs(y - ref(x))))
         check(e < 1e-4, f"{kind}: max abs error {e}")
         print(f"{kind}: fused, max abs error {e:.2e}")
+        # Unfused: one elementwise/reduction kernel per node, slower, the same values.
         rc, out2, err = run([model, "--no-fusion", "--functional", "--inputs", ins, "--outputs", outs, "--json"])
-        if kind == "gelu":  # unfused: five elementwise kernels, slower, the same values
-            check(rc == 0, f"gelu --no-fusion: {rc} {err}")
-            if rc == 0:
-                j2 = json.loads(out2)
-                e2 = float(np.max(np.abs(np.load(os.path.join(outs, "y.npy")) - ref(x))))
-                check(j2["graph"]["kernels"] == 5 and j2["cycles"] > j["cycles"] and e2 < 1e-4,
-                      f"gelu unfused: {j2['graph']['kernels']} kernels, {j2['cycles']} vs {j['cycles']} cycles, error {e2}")
-                print(f"gelu: {j['cycles']} cycles fused, {j2['cycles']} unfused")
-        else:  # the per-row statistics broadcast as columns, which the elementwise ops do not take: a clear refusal
-            check(rc == 1 and "cannot broadcast 4x1" in err, f"{kind} --no-fusion: {rc} {err}")
+        check(rc == 0, f"{kind} --no-fusion: {rc} {err}")
+        if rc == 0:
+            j2 = json.loads(out2)
+            e2 = float(np.max(np.abs(np.load(os.path.join(outs, "y.npy")) - ref(x))))
+            check(j2["graph"]["kernels"] > 1 and j2["cycles"] > j["cycles"] and e2 < 1e-4,
+                  f"{kind} unfused: {j2['graph']['kernels']} kernels, {j2['cycles']} vs {j['cycles']} cycles, error {e2}")
+            print(f"{kind}: {j['cycles']} cycles fused, {j2['cycles']} unfused ({j2['graph']['kernels']} kernels)")
     # Attention: fused into one FlashAttention kernel, equal to the unfused run and to NumPy, and faster.
     for kind in ["plain", "mask", "causal"]:
         model = os.path.join(d, f"attn_{kind}.onnx")
