@@ -149,6 +149,13 @@ class Lowering {
     if (!n.domain.empty() && !(n.domain == "npusim" && n.op_type == "MatMulBias"))
       fail(n, "domain '" + n.domain + "' is not supported");
     const std::string& op = n.op_type;
+    // Inputs the lowering reads, by op type (ONNX's own checks may let a malformed node through).
+    static const std::map<std::string, std::size_t> arity = {
+        {"Add", 2}, {"Sub", 2}, {"Mul", 2}, {"Div", 2}, {"Pow", 2}, {"MatMul", 2}, {"Gemm", 2}, {"LayerNormalization", 2}};
+    const auto need = arity.count(op) ? arity.at(op) : (op == "Constant" ? 0 : 1);
+    for (std::size_t i = 0; i < need; ++i)
+      if (i >= n.inputs.size() || n.inputs[i] == kNoValue) fail(n, "input " + std::to_string(i) + " is missing");
+    if (n.outputs.empty() || n.outputs[0] == kNoValue) fail(n, "has no output");
     auto in = [&](std::size_t i) { return tensor(n.inputs.at(i), where); };
     auto out = [&](std::size_t i) { return tensor(n.outputs.at(i), where); };
     if (op == "Constant") {
