@@ -96,59 +96,51 @@ inline void gelu_tanh(const LocalTensor<float>& y, const LocalTensor<float>& x, 
   Div(y, x, t, n);
 }
 
-// GELU, erf form: 0.5 (x + |x| erf(|x| / sqrt 2)) with erf from Abramowitz & Stegun 7.1.26 (|error| <= 1.5e-7):
-// erf(z) = 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) exp(-z^2), t = 1 / (1 + p z). Needs three temporaries.
-inline void gelu_erf(const LocalTensor<float>& y, const LocalTensor<float>& x, const LocalTensor<float>& a,
-                     const LocalTensor<float>& b, const LocalTensor<float>& c, std::uint64_t n) {
+// erf(z) for z >= 0 into `out` (Abramowitz & Stegun 7.1.26, |error| <= 1.5e-7):
+// erf(z) = 1 - t (a1 + t (a2 + t (a3 + t (a4 + t a5)))) exp(-z^2), t = 1 / (1 + p z). `z` is overwritten (it
+// becomes t); `b` is scratch.
+inline void erf_nonnegative(const LocalTensor<float>& out, const LocalTensor<float>& z, const LocalTensor<float>& b,
+                            std::uint64_t n) {
   constexpr float p = 0.3275911f, a1 = 0.254829592f, a2 = -0.284496736f, a3 = 1.421413741f, a4 = -1.453152027f,
                   a5 = 1.061405429f;
-  Abs(a, x, n);
-  Muls(a, a, static_cast<float>(1.0 / std::sqrt(2.0)), n);  // z
-  Mul(b, a, a, n);
+  Mul(b, z, z, n);
   Muls(b, b, -1.0f, n);
   Exp(b, b, n);  // exp(-z^2)
-  Muls(a, a, p, n);
-  Adds(a, a, 1.0f, n);
-  Reciprocal(a, a, n);  // t
-  Muls(c, a, a5, n);
+  Muls(z, z, p, n);
+  Adds(z, z, 1.0f, n);
+  Reciprocal(z, z, n);  // t
+  Muls(out, z, a5, n);
   for (float coef : {a4, a3, a2, a1}) {
-    Adds(c, c, coef, n);
-    Mul(c, c, a, n);
+    Adds(out, out, coef, n);
+    Mul(out, out, z, n);
   }
-  Mul(c, c, b, n);
-  Muls(c, c, -1.0f, n);
-  Adds(c, c, 1.0f, n);  // erf(z)
+  Mul(out, out, b, n);
+  Muls(out, out, -1.0f, n);
+  Adds(out, out, 1.0f, n);
+}
+
+// GELU, erf form: 0.5 (x + |x| erf(|x| / sqrt 2)). Needs three temporaries.
+inline void gelu_erf(const LocalTensor<float>& y, const LocalTensor<float>& x, const LocalTensor<float>& a,
+                     const LocalTensor<float>& b, const LocalTensor<float>& c, std::uint64_t n) {
+  Abs(a, x, n);
+  Muls(a, a, static_cast<float>(1.0 / std::sqrt(2.0)), n);
+  erf_nonnegative(c, a, b, n);
   Abs(a, x, n);
   Mul(a, a, c, n);
   Add(a, a, x, n);
   Muls(y, a, 0.5f, n);
 }
 
-// erf(x) = sign(x) (1 - t (a1 + t (a2 + ...)) exp(-x^2)), t = 1 / (1 + p |x|) (A&S 7.1.26, |error| <= 1.5e-7); the
-// sign as x / (|x| + 1e-30), which is exact where it matters (erf(0) = 0 either way). Needs three temporaries.
+// erf(x) = sign(x) erf(|x|), the sign as x / (|x| + 1e-30), which is exact where it matters (erf(0) = 0 either
+// way). Needs three temporaries.
 inline void erf(const LocalTensor<float>& y, const LocalTensor<float>& x, const LocalTensor<float>& a,
                 const LocalTensor<float>& b, const LocalTensor<float>& c, std::uint64_t n) {
-  constexpr float p = 0.3275911f, a1 = 0.254829592f, a2 = -0.284496736f, a3 = 1.421413741f, a4 = -1.453152027f,
-                  a5 = 1.061405429f;
   Abs(a, x, n);
-  Mul(b, a, a, n);
-  Muls(b, b, -1.0f, n);
-  Exp(b, b, n);  // exp(-x^2)
-  Muls(c, a, p, n);
-  Adds(c, c, 1.0f, n);
-  Reciprocal(c, c, n);  // t
-  Muls(a, c, a5, n);
-  for (float coef : {a4, a3, a2, a1}) {
-    Adds(a, a, coef, n);
-    Mul(a, a, c, n);
-  }
-  Mul(a, a, b, n);
-  Muls(a, a, -1.0f, n);
-  Adds(a, a, 1.0f, n);  // erf(|x|)
+  erf_nonnegative(c, a, b, n);
   Abs(b, x, n);
   Adds(b, b, 1e-30f, n);
   Div(b, x, b, n);  // sign(x)
-  Mul(y, a, b, n);
+  Mul(y, c, b, n);
 }
 
 // SiLU: x * sigmoid(x) = x / (1 + exp(-x)). Needs one temporary.
