@@ -60,8 +60,9 @@ Execution Executor::run(runtime::Device& dev, const std::vector<std::vector<std:
       for (int i : st.inputs) buf.push_back(addr[static_cast<std::size_t>(i)]);
       for (int o : st.outputs) buf.push_back(addr[static_cast<std::size_t>(o)]);
       if (plan.workspace_bytes) buf.push_back(arena + memory_.workspace_offset[k]);
-      d.launch(st.op, plan.type, plan.block_dim, plan.kernel(buf), s);
-      ex.steps.push_back({{"node", st.node}, {"op", st.op}, {"block_dim", plan.block_dim}, {"tiling", plan.tiling}});
+      const std::string kernel = ops::kernel_name(st.op);
+      d.launch(kernel, plan.type, plan.block_dim, plan.kernel(buf), s);
+      ex.steps.push_back({{"node", st.node}, {"op", st.op}, {"kernel", kernel}, {"block_dim", plan.block_dim}, {"tiling", plan.tiling}});
     }
     ex.outputs.resize(p_.outputs.size());
     for (std::size_t k = 0; k < p_.outputs.size(); ++k) {

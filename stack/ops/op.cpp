@@ -1,6 +1,8 @@
 #include "stack/ops/op.hpp"
 
+#include <cctype>
 #include <cmath>
+#include <map>
 #include <sstream>
 
 #include "common/util/error.hpp"
@@ -104,6 +106,24 @@ const std::vector<OpDef>& all_ops() {
     return v;
   }();
   return ops;
+}
+
+std::string kernel_name(const std::string& op) {
+  static const std::map<std::string, std::string> special = {
+      {"matmul", "MatMul"}, {"layernorm", "LayerNorm"}, {"rmsnorm", "RMSNorm"}, {"swiglu", "SwiGLU"},
+      {"rope", "RoPE"}, {"rope_interleaved", "RoPEInterleaved"}, {"silu", "SiLU"}, {"gelu_tanh", "GeluTanh"}};
+  if (const auto it = special.find(op); it != special.end()) return it->second;
+  std::string out;
+  bool up = true;
+  for (char c : op) {
+    if (c == '_') {
+      up = true;
+      continue;
+    }
+    out += up ? static_cast<char>(std::toupper(static_cast<unsigned char>(c))) : c;
+    up = false;
+  }
+  return out;
 }
 
 const OpDef* find_op(const std::string& name) {

@@ -75,6 +75,9 @@ struct OpDef {
 };
 
 const std::vector<OpDef>& all_ops();
+// The name an op's kernel carries in traces and task lists of a graph run: FlashAttention, LayerNorm, MatMul,
+// ReduceSum... (CamelCase of the op name, with the usual spellings of the norms and gates).
+std::string kernel_name(const std::string& op);
 const OpDef* find_op(const std::string& name);
 
 }  // namespace npusim::stack::ops

@@ -175,8 +175,8 @@ def decomposed(path, rng, kind):
 with tempfile.TemporaryDirectory() as d:
     rng = np.random.default_rng(3)
     # Decomposed norms and GELU: fused into one library op each, equal to NumPy.
-    for kind, pass_name, op in [("layernorm", "fuse_layernorm", "layernorm"), ("rmsnorm", "fuse_rmsnorm", "rmsnorm"),
-                                ("gelu", "fuse_gelu", "gelu")]:
+    for kind, pass_name, op in [("layernorm", "fuse_layernorm", "LayerNorm"), ("rmsnorm", "fuse_rmsnorm", "RMSNorm"),
+                                ("gelu", "fuse_gelu", "Gelu")]:
         model = os.path.join(d, f"{kind}.onnx")
         ref = decomposed(model, rng, kind)
         ins, outs = os.path.join(d, f"{kind}_in"), os.path.join(d, f"{kind}_out")
@@ -221,7 +221,7 @@ with tempfile.TemporaryDirectory() as d:
         j = json.loads(out)
         check(j["graph"]["passes"].get("fuse_attention") == 1 and j["graph"]["kernels"] == 1,
               f"attention {kind}: not fused into one kernel: {j['graph']['passes']} {j['graph']['kernels']}")
-        check([t["name"] for t in j["tasks"] if t["type"] == "kernel"] == ["flash_attention"], f"attention {kind}: tasks {[t['name'] for t in j['tasks']]}")
+        check([t["name"] for t in j["tasks"] if t["type"] == "kernel"] == ["FlashAttention"], f"attention {kind}: tasks {[t['name'] for t in j['tasks']]}")
         y = np.load(os.path.join(outs, "y.npy")).astype(np.float64)
         e = float(np.max(np.abs(y - ref(*qkv))))
         check(e < 2e-3, f"attention {kind}: fused max abs error {e}")
