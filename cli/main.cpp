@@ -34,6 +34,13 @@ void add_config_options(CLI::App& cmd, ConfigOptions& opts) {
       ->type_name("KEY=VALUE");
 }
 
+// --json, --trace FILE, --summary FILE of the simulating commands.
+void add_output_options(CLI::App& cmd, bool& json, std::string& trace, std::string& summary) {
+  cmd.add_flag("--json", json, "print one JSON object (keys in docs/metrics.md)");
+  cmd.add_option("--trace", trace, "write a Chrome/Perfetto trace to FILE")->type_name("FILE");
+  cmd.add_option("--summary", summary, "write the op summary CSV to FILE")->type_name("FILE");
+}
+
 }  // namespace
 
 // libsystemc owns main() and calls sc_main() (SystemC elaborates once per process).
@@ -54,11 +61,9 @@ int sc_main(int argc, char** argv) {
   kernel->add_option("name", kopts.name, "sample kernel")->required();
   add_config_options(*kernel, kernel_cfg);
   kernel->add_option("-p,--param", kopts.params, "kernel parameter (repeatable)")->type_name("KEY=VALUE");
-  kernel->add_flag("--json", kopts.json, "print one JSON object (keys in docs/metrics.md)");
+  add_output_options(*kernel, kopts.json, kopts.trace, kopts.summary);
   kernel->add_flag("--check", kopts.check, "run in functional mode and compare with the CPU reference (exit 3 on mismatch)");
   kernel->add_flag("--functional", kopts.functional, "compute real values (default: timing-only, same cycles)");
-  kernel->add_option("--trace", kopts.trace, "write a Chrome/Perfetto trace to FILE")->type_name("FILE");
-  kernel->add_option("--summary", kopts.summary, "write the op summary CSV to FILE (runtime runs)")->type_name("FILE");
   kernel->footer("Sample kernels:\n" + npusim::cli::describe_kernels());
 
   npusim::cli::MemtraceOptions mopts;
@@ -78,9 +83,7 @@ int sc_main(int argc, char** argv) {
   op->add_option("-p,--param", oopts.params, "op parameter, e.g. -p shape=1024x1024 (repeatable)")->type_name("KEY=VALUE");
   op->add_option("--dtype", oopts.dtype, "fp16, bf16 or fp32")->capture_default_str();
   op->add_flag("--check", oopts.check, "functional mode; compare with the CPU reference (fp32 from the same inputs)");
-  op->add_flag("--json", oopts.json, "print one JSON object (keys in docs/metrics.md)");
-  op->add_option("--trace", oopts.trace, "write a Chrome/Perfetto trace to FILE")->type_name("FILE");
-  op->add_option("--summary", oopts.summary, "write the op summary CSV to FILE")->type_name("FILE");
+  add_output_options(*op, oopts.json, oopts.trace, oopts.summary);
   op->footer("Ops:\n" + npusim::cli::describe_ops());
 
   npusim::cli::RunOptions ropts;
@@ -93,9 +96,7 @@ int sc_main(int argc, char** argv) {
   run->add_option("--inputs", ropts.inputs_dir, "with --functional: read input NAME from DIR/NAME.npy (or DIR/NAME.pb, an ONNX TensorProto)")->type_name("DIR");
   run->add_option("--outputs", ropts.outputs_dir, "with --functional: write output NAME to DIR/NAME.npy and DIR/NAME.pb")->type_name("DIR");
   run->add_flag("--no-fusion", ropts.no_fusion, "run the graph as imported, without the fusion passes");
-  run->add_flag("--json", ropts.json, "print one JSON object (keys in docs/metrics.md)");
-  run->add_option("--trace", ropts.trace, "write a Chrome/Perfetto trace to FILE")->type_name("FILE");
-  run->add_option("--summary", ropts.summary, "write the op summary CSV to FILE")->type_name("FILE");
+  add_output_options(*run, ropts.json, ropts.trace, ropts.summary);
 
   try {
     app.parse(argc, argv);

@@ -5,17 +5,14 @@
 #include <sstream>
 
 #include "common/util/error.hpp"
+#include "common/util/file.hpp"
 
 namespace npusim::cli {
 
 using hw::isa::DType;
 
 NpyArray read_npy(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path + ": cannot read");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  const std::string s = ss.str();
+  const std::string s = read_file(path);
   if (s.size() < 10 || s.compare(0, 6, "\x93NUMPY") != 0) throw InputError(path + ": not a .npy file");
   const int major = static_cast<unsigned char>(s[6]);
   std::size_t header_len = 0, start = 0;

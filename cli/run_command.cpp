@@ -103,10 +103,9 @@ int run_model_command(const RunOptions& opts) {
           if (!std::ifstream(path).good())
             throw InputError("input '" + pt.name + "': neither " + path.substr(0, path.size() - 3) + ".npy nor " + path + " exists");
           const graph::Tensor t = stack::framework::read_tensor_pb(path).second;
-          a.dtype = t.type == graph::ElemType::kFloat16 ? hw::isa::DType::kFp16
-                    : t.type == graph::ElemType::kBFloat16 ? hw::isa::DType::kBf16 : hw::isa::DType::kFp32;
-          if (t.type != graph::ElemType::kFloat16 && t.type != graph::ElemType::kBFloat16 && t.type != graph::ElemType::kFloat32)
-            throw InputError("input '" + pt.name + "' (" + path + "): element type " + std::string(graph::elem_name(t.type)) + " is not float");
+          const auto dt = graph::device_dtype(t.type);
+          if (!dt) throw InputError("input '" + pt.name + "' (" + path + "): element type " + std::string(graph::elem_name(t.type)) + " is not float");
+          a.dtype = *dt;
           for (auto d : t.shape) a.shape.push_back(static_cast<std::uint64_t>(d));
           if (a.shape.empty()) a.shape = {1};
           a.bytes = t.bytes;
@@ -141,7 +140,7 @@ int run_model_command(const RunOptions& opts) {
                      {"kernels", program.steps.size()},
                      {"peak_device_bytes", ex.device_bytes},
                      {"unplanned_device_bytes", ex.naive_bytes},
-                     {"streams", 1},
+                     {"streams", ex.streams},
                      {"steps", ex.steps}};
   if (opts.functional) {
     nlohmann::json outs = nlohmann::json::array();
@@ -167,8 +166,7 @@ int run_model_command(const RunOptions& opts) {
         const std::string npy = file_of(opts.outputs_dir, t.name);
         write_npy(npy, NpyArray{t.desc.dtype, t.desc.shape, ex.outputs[k]});
         graph::Tensor pb;
-        pb.type = t.desc.dtype == hw::isa::DType::kFp16 ? graph::ElemType::kFloat16
-                  : t.desc.dtype == hw::isa::DType::kBf16 ? graph::ElemType::kBFloat16 : graph::ElemType::kFloat32;
+        pb.type = graph::elem_type_of(t.desc.dtype);
         for (auto d : t.desc.shape) pb.shape.push_back(static_cast<std::int64_t>(d));
         pb.bytes = ex.outputs[k];
         stack::framework::write_tensor_pb(npy.substr(0, npy.size() - 4) + ".pb", t.name, pb);

@@ -14,37 +14,15 @@ void random_tensor(const ops::TensorDesc& t, std::pair<float, float> range, std:
   std::uniform_real_distribution<float> d(range.first, range.second);
   bytes.resize(t.bytes());
   values.resize(n);
+  const std::uint32_t es = hw::isa::dtype_bytes(t.dtype);
   for (std::uint64_t i = 0; i < n; ++i) {
-    float v = d(rng);
-    if (t.dtype == DType::kFp16) {
-      const hw::isa::Half h = hw::isa::to_half(v);
-      std::memcpy(&bytes[i * 2], &h.bits, 2);
-      v = hw::isa::to_float(h);
-    } else if (t.dtype == DType::kBf16) {
-      const hw::isa::BFloat16 b = hw::isa::to_bf16(v);
-      std::memcpy(&bytes[i * 2], &b.bits, 2);
-      v = hw::isa::to_float(b);
-    } else {
-      std::memcpy(&bytes[i * 4], &v, 4);
-    }
-    values[i] = v;
+    hw::isa::store_float(&bytes[i * es], t.dtype, d(rng));
+    values[i] = hw::isa::load_float(&bytes[i * es], t.dtype);  // the value the device sees
   }
 }
 
 float element(const std::vector<std::uint8_t>& bytes, DType t, std::uint64_t i) {
-  if (t == DType::kFp16) {
-    hw::isa::Half h;
-    std::memcpy(&h.bits, &bytes[i * 2], 2);
-    return hw::isa::to_float(h);
-  }
-  if (t == DType::kBf16) {
-    hw::isa::BFloat16 b;
-    std::memcpy(&b.bits, &bytes[i * 2], 2);
-    return hw::isa::to_float(b);
-  }
-  float f;
-  std::memcpy(&f, &bytes[i * 4], 4);
-  return f;
+  return hw::isa::load_float(&bytes[i * hw::isa::dtype_bytes(t)], t);
 }
 
 }  // namespace npusim::cli

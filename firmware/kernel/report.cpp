@@ -10,15 +10,6 @@ namespace npusim::fw::kernel {
 using hw::isa::Pipe;
 
 namespace {
-// The pipes a core of this kind has (docs/hw.md, "Pipes per core kind").
-bool has_pipe(hw::core::CoreKind kind, Pipe p) {
-  switch (kind) {
-    case hw::core::CoreKind::kCube: return p != Pipe::kV && p != Pipe::kMte3;
-    case hw::core::CoreKind::kVector: return p == Pipe::kS || p == Pipe::kMte2 || p == Pipe::kMte3 || p == Pipe::kV;
-    case hw::core::CoreKind::kCoupled: return true;
-  }
-  return true;
-}
 // The order of pipe names in overlap keys ("mte2_vector").
 constexpr Pipe kOrder[] = {Pipe::kS, Pipe::kMte1, Pipe::kMte2, Pipe::kMte3, Pipe::kM, Pipe::kV, Pipe::kFix};
 }  // namespace
@@ -38,7 +29,7 @@ nlohmann::json launch_report(const LaunchResult& r, const hw::chip::Chip& chip, 
     std::uint64_t busy = 0;
     std::vector<std::uint32_t> cores;
     for (const CoreRun& run : r.runs) {
-      if (!has_pipe(run.kind, p)) continue;
+      if (!hw::core::kind_has_pipe(run.kind, p)) continue;
       busy += run.pipes[static_cast<int>(p)].busy;
       if (std::find(cores.begin(), cores.end(), run.core_index) == cores.end()) cores.push_back(run.core_index);
     }

@@ -61,16 +61,19 @@ class CoreEngine::View final : public isa::MemoryView {
   CoreEngine& e_;
 };
 
+bool kind_has_pipe(CoreKind kind, Pipe p) {
+  switch (p) {
+    case Pipe::kS: case Pipe::kMte2: return true;
+    case Pipe::kMte1: case Pipe::kM: case Pipe::kFix: return kind != CoreKind::kVector;
+    case Pipe::kMte3: case Pipe::kV: return kind != CoreKind::kCube;
+    default: return false;
+  }
+}
+
 CoreEngine::CoreEngine(const config::ChipConfig& cfg, CoreIdentity id, Mode mode, CoreHost& host)
     : cfg_(cfg), id_(std::move(id)), mode_(mode), host_(host), view_(std::make_unique<View>(*this)) {
-  const bool cube = id_.kind != CoreKind::kVector, vec = id_.kind != CoreKind::kCube;
-  has_pipe_[static_cast<int>(Pipe::kS)] = true;
-  has_pipe_[static_cast<int>(Pipe::kMte2)] = true;
-  has_pipe_[static_cast<int>(Pipe::kMte1)] = cube;
-  has_pipe_[static_cast<int>(Pipe::kM)] = cube;
-  has_pipe_[static_cast<int>(Pipe::kFix)] = cube;
-  has_pipe_[static_cast<int>(Pipe::kMte3)] = vec;
-  has_pipe_[static_cast<int>(Pipe::kV)] = vec;
+  for (int p = 0; p < isa::kPipeCount; ++p) has_pipe_[static_cast<std::size_t>(p)] = kind_has_pipe(id_.kind, static_cast<Pipe>(p));
+  const bool cube = has_pipe(Pipe::kM), vec = has_pipe(Pipe::kV);  // which buffers the core has
   const config::BufferSet& b = cfg_.buffers;
   auto set_space = [&](Space s, const config::BufferParams& p, bool present) {
     size_[static_cast<int>(s)] = present ? p.size : 0;

@@ -80,6 +80,10 @@ struct PipeStats {
   std::vector<std::pair<std::uint64_t, std::uint64_t>> intervals;  // merged busy intervals [start, end)
 };
 
+// The pipes a core of this kind has (docs/hw.md, "Pipes per core kind"): AIC S, MTE1, MTE2, M, FIX; AIV S, MTE2,
+// MTE3, V; coupled cores all seven.
+bool kind_has_pipe(CoreKind kind, isa::Pipe p);
+
 class CoreEngine {
  public:
   CoreEngine(const config::ChipConfig& cfg, CoreIdentity id, Mode mode, CoreHost& host);

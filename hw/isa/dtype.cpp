@@ -1,6 +1,7 @@
 #include "hw/isa/dtype.hpp"
 
 #include <cmath>
+#include <cstring>
 #include <limits>
 
 namespace npusim::hw::isa {
@@ -147,5 +148,54 @@ Int saturate(float f, Round mode) {
 
 std::int32_t to_int32(float f, Round mode) { return saturate<std::int32_t>(f, mode); }
 std::int8_t to_int8(float f, Round mode) { return saturate<std::int8_t>(f, mode); }
+
+float load_float(const std::uint8_t* p, DType t) {
+  switch (t) {
+    case DType::kFp16: {
+      Half h;
+      std::memcpy(&h.bits, p, 2);
+      return to_float(h);
+    }
+    case DType::kBf16: {
+      BFloat16 b;
+      std::memcpy(&b.bits, p, 2);
+      return to_float(b);
+    }
+    case DType::kFp32: {
+      float f;
+      std::memcpy(&f, p, 4);
+      return f;
+    }
+    case DType::kInt32: {
+      std::int32_t i;
+      std::memcpy(&i, p, 4);
+      return static_cast<float>(i);
+    }
+    case DType::kInt8: return static_cast<float>(static_cast<std::int8_t>(*p));
+  }
+  return 0;
+}
+
+void store_float(std::uint8_t* p, DType t, float v, Round mode) {
+  switch (t) {
+    case DType::kFp16: {
+      const Half h = to_half(v, mode);
+      std::memcpy(p, &h.bits, 2);
+      return;
+    }
+    case DType::kBf16: {
+      const BFloat16 b = to_bf16(v, mode);
+      std::memcpy(p, &b.bits, 2);
+      return;
+    }
+    case DType::kFp32: std::memcpy(p, &v, 4); return;
+    case DType::kInt32: {
+      const std::int32_t i = to_int32(v, mode);
+      std::memcpy(p, &i, 4);
+      return;
+    }
+    case DType::kInt8: *p = static_cast<std::uint8_t>(to_int8(v, mode)); return;
+  }
+}
 
 }  // namespace npusim::hw::isa

@@ -63,4 +63,9 @@ BFloat16 to_bf16(float f, Round mode = Round::kNearestEven);
 std::int32_t to_int32(float f, Round mode);
 std::int8_t to_int8(float f, Round mode);
 
+// An element of type t at p as float (integers converted), and a float stored as type t (rounded with `mode`;
+// integers saturate). The one place element bytes are read and written (kernels' semantics, host tensors).
+float load_float(const std::uint8_t* p, DType t);
+void store_float(std::uint8_t* p, DType t, float v, Round mode = Round::kNearestEven);
+
 }  // namespace npusim::hw::isa

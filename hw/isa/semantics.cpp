@@ -38,33 +38,6 @@ float narrow(double d, Round mode) {
   return f;
 }
 
-float load_f(const std::uint8_t* p, DType t) {
-  switch (t) {
-    case DType::kFp16: {
-      Half h;
-      std::memcpy(&h.bits, p, 2);
-      return to_float(h);
-    }
-    case DType::kBf16: {
-      BFloat16 b;
-      std::memcpy(&b.bits, p, 2);
-      return to_float(b);
-    }
-    case DType::kFp32: {
-      float f;
-      std::memcpy(&f, p, 4);
-      return f;
-    }
-    case DType::kInt32: {
-      std::int32_t i;
-      std::memcpy(&i, p, 4);
-      return static_cast<float>(i);
-    }
-    case DType::kInt8: return static_cast<float>(static_cast<std::int8_t>(*p));
-  }
-  return 0;
-}
-
 std::int64_t load_i(const std::uint8_t* p, DType t) {
   if (t == DType::kInt8) return static_cast<std::int8_t>(*p);
   std::int32_t i;
@@ -79,28 +52,6 @@ void store_i(std::uint8_t* p, DType t, std::int64_t v) {
   }
   const auto i = static_cast<std::int32_t>(static_cast<std::uint32_t>(v));  // two's complement wrap
   std::memcpy(p, &i, 4);
-}
-
-void store_f(std::uint8_t* p, DType t, float v, Round mode = Round::kNearestEven) {
-  switch (t) {
-    case DType::kFp16: {
-      const Half h = to_half(v, mode);
-      std::memcpy(p, &h.bits, 2);
-      return;
-    }
-    case DType::kBf16: {
-      const BFloat16 b = to_bf16(v, mode);
-      std::memcpy(p, &b.bits, 2);
-      return;
-    }
-    case DType::kFp32: std::memcpy(p, &v, 4); return;
-    case DType::kInt32: {
-      const std::int32_t i = to_int32(v, mode);
-      std::memcpy(p, &i, 4);
-      return;
-    }
-    case DType::kInt8: *p = static_cast<std::uint8_t>(to_int8(v, mode)); return;
-  }
 }
 
 [[noreturn]] void unsupported(const Instr& in, std::string_view what) {
@@ -186,8 +137,8 @@ void exec_vector_elementwise(const Instr& in, Ub ub) {
   float scalar = static_cast<float>(v.scalar);
   if (with_scalar && is_float(in.dtype)) {
     std::uint8_t tmp[4];
-    store_f(tmp, in.dtype, scalar);
-    scalar = load_f(tmp, in.dtype);
+    store_float(tmp, in.dtype, scalar);
+    scalar = load_float(tmp, in.dtype);
   }
   for (std::uint32_t r = 0; r < v.repeat; ++r) {
     for (std::uint32_t l = 0; l < lanes; ++l) {
@@ -199,7 +150,7 @@ void exec_vector_elementwise(const Instr& in, Ub ub) {
         continue;
       }
       if (in.op == Op::kDuplicate) {
-        if (is_float(in.dtype)) store_f(d, in.dtype, static_cast<float>(v.scalar));
+        if (is_float(in.dtype)) store_float(d, in.dtype, static_cast<float>(v.scalar));
         else store_i(d, in.dtype, static_cast<std::int64_t>(v.scalar));
         continue;
       }
@@ -207,12 +158,12 @@ void exec_vector_elementwise(const Instr& in, Ub ub) {
       if (in.op == Op::kCast) {
         if (is_float(in.src_dtype) || !is_float(in.dtype)) {
           if (!is_float(in.src_dtype) && !is_float(in.dtype)) store_i(d, in.dtype, load_i(a, in.src_dtype));
-          else store_f(d, in.dtype, load_f(a, in.src_dtype), v.round);
+          else store_float(d, in.dtype, load_float(a, in.src_dtype), v.round);
         } else {
           // Integer -> float: exact in double, then one rounding (two for fp16/bf16 targets of huge ints, which
           // overflow anyway).
           const double x = static_cast<double>(load_i(a, in.src_dtype));
-          store_f(d, in.dtype, narrow(x, in.dtype == DType::kFp32 ? v.round : Round::kNearestEven), v.round);
+          store_float(d, in.dtype, narrow(x, in.dtype == DType::kFp32 ? v.round : Round::kNearestEven), v.round);
         }
         continue;
       }
@@ -226,17 +177,17 @@ void exec_vector_elementwise(const Instr& in, Ub ub) {
         store_i(d, in.dtype, y);
         continue;
       }
-      const float x = load_f(a, in.dtype);
+      const float x = load_float(a, in.dtype);
       float y;
       if (in.op == Op::kFusedMulAdd) {
-        const double acc = static_cast<double>(x) * load_f(d, in.dtype) + load_f(ub.at(lane_addr(v.src1, r, l, ss)), in.dtype);
-        store_f(d, in.dtype, static_cast<float>(acc));  // fp32: one rounding of the exact a*d+b (via double)
+        const double acc = static_cast<double>(x) * load_float(d, in.dtype) + load_float(ub.at(lane_addr(v.src1, r, l, ss)), in.dtype);
+        store_float(d, in.dtype, static_cast<float>(acc));  // fp32: one rounding of the exact a*d+b (via double)
         continue;
       }
-      if (binary) y = apply_binary(in.op, x, load_f(ub.at(lane_addr(v.src1, r, l, ss)), in.dtype));
+      if (binary) y = apply_binary(in.op, x, load_float(ub.at(lane_addr(v.src1, r, l, ss)), in.dtype));
       else if (with_scalar) y = apply_binary(in.op, x, scalar);
       else y = apply_unary(in.op, x, in.dtype);
-      store_f(d, in.dtype, y);
+      store_float(d, in.dtype, y);
     }
   }
 }
@@ -284,11 +235,11 @@ void exec_reduce(const Instr& in, Ub ub) {
     for (std::uint32_t g = 0; g < groups; ++g) {
       vals.clear();
       for (std::uint32_t l = g * width; l < (g + 1) * width; ++l) {
-        if (v.mask.test(l)) vals.push_back(load_f(ub.at(lane_addr(v.src0, r, l, es)), in.dtype));
+        if (v.mask.test(l)) vals.push_back(load_float(ub.at(lane_addr(v.src0, r, l, es)), in.dtype));
       }
       const float result = reduce_values(in.op, vals);
       const std::uint64_t index = static_cast<std::uint64_t>(r) * v.dst_rep_elems + g;
-      store_f(ub.at(v.dst.addr + index * es), in.dtype, result);
+      store_float(ub.at(v.dst.addr + index * es), in.dtype, result);
     }
   }
 }
@@ -316,8 +267,8 @@ void exec_compare_select(const Instr& in, Ub ub) {
       std::memset(bits, 0, mask_bytes);
       for (std::uint32_t l = 0; l < lanes; ++l) {
         if (!v.mask.test(l)) continue;
-        const float a = load_f(ub.at(lane_addr(v.src0, r, l, es)), in.dtype);
-        const float b = load_f(ub.at(lane_addr(v.src1, r, l, es)), in.dtype);
+        const float a = load_float(ub.at(lane_addr(v.src0, r, l, es)), in.dtype);
+        const float b = load_float(ub.at(lane_addr(v.src1, r, l, es)), in.dtype);
         if (compare(v.cmp, a, b)) bits[l / 8] |= static_cast<std::uint8_t>(1u << (l % 8));
       }
     } else {
@@ -420,7 +371,7 @@ void exec_load_bias(const Instr& in, MemoryView& mem) {
   const std::uint8_t* s = mem.local(in.src_space, in.src0, static_cast<std::uint64_t>(in.copy.cols) * es);
   std::uint8_t* d = mem.local(in.dst_space, in.dst, static_cast<std::uint64_t>(in.copy.cols) * 4);
   for (std::uint32_t i = 0; i < in.copy.cols; ++i) {
-    const float v = load_f(s + static_cast<std::size_t>(i) * es, in.src_dtype);
+    const float v = load_float(s + static_cast<std::size_t>(i) * es, in.src_dtype);
     std::memcpy(d + static_cast<std::size_t>(i) * 4, &v, 4);
   }
 }
@@ -461,13 +412,13 @@ void exec_mmad(const Instr& in, MemoryView& mem) {
   bv.resize(static_cast<std::size_t>(q.k) * q.n);
   acc.resize(q.n);
   for (std::uint64_t r = 0; r < q.m; ++r)
-    for (std::uint64_t kk = 0; kk < q.k; ++kk) av[r * q.k + kk] = load_f(a_at(r, kk), a_t);
+    for (std::uint64_t kk = 0; kk < q.k; ++kk) av[r * q.k + kk] = load_float(a_at(r, kk), a_t);
   for (std::uint64_t kk = 0; kk < q.k; ++kk)
-    for (std::uint64_t col = 0; col < q.n; ++col) bv[kk * q.n + col] = load_f(b_at(kk, col), a_t);
+    for (std::uint64_t col = 0; col < q.n; ++col) bv[kk * q.n + col] = load_float(b_at(kk, col), a_t);
   for (std::uint64_t r = 0; r < q.m; ++r) {
     for (std::uint64_t col = 0; col < q.n; ++col) {
       const std::uint8_t* out = c + l0c_index(r, col, m1) * 4;
-      acc[col] = q.init ? (bias ? load_f(bias + col * 4, DType::kFp32) : 0.0f) : load_f(out, DType::kFp32);
+      acc[col] = q.init ? (bias ? load_float(bias + col * 4, DType::kFp32) : 0.0f) : load_float(out, DType::kFp32);
     }
     const float* arow = av.data() + r * q.k;
     for (std::uint64_t kk = 0; kk < q.k; ++kk) {
@@ -495,9 +446,9 @@ void exec_fixpipe(const Instr& in, MemoryView& mem) {
         if (q.relu && v < 0) v = 0;
         store_i(d, in.dtype, v);
       } else {
-        float v = load_f(s, in.src_dtype);
+        float v = load_float(s, in.src_dtype);
         if (q.relu && v < 0) v = 0;
-        store_f(d, in.dtype, v);
+        store_float(d, in.dtype, v);
       }
     }
     if (in.dst_space == Space::kGm) {

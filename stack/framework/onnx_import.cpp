@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "common/util/error.hpp"
+#include "common/util/file.hpp"
 
 namespace npusim::stack::framework {
 
@@ -123,11 +124,7 @@ void type_of(const onnx::ValueInfoProto& vi, ElemType* type, std::optional<Dims>
 }  // namespace
 
 ImportedModel import_onnx(const std::string& path, const std::map<std::string, std::int64_t>& dims) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path + ": cannot read the model file");
-  std::stringstream ss;
-  ss << f.rdbuf();
-  return import_onnx_bytes(ss.str(), path, dims);
+  return import_onnx_bytes(read_file(path, "cannot read the model file"), path, dims);
 }
 
 ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& what,
@@ -217,12 +214,8 @@ ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& wha
 }
 
 std::pair<std::string, graph::Tensor> read_tensor_pb(const std::string& path) {
-  std::ifstream f(path, std::ios::binary);
-  if (!f) throw InputError(path + ": cannot read");
-  std::stringstream ss;
-  ss << f.rdbuf();
   onnx::TensorProto t;
-  if (!t.ParseFromString(ss.str())) throw InputError(path + ": not an ONNX TensorProto");
+  if (!t.ParseFromString(read_file(path))) throw InputError(path + ": not an ONNX TensorProto");
   return {t.name(), tensor_of(t, path)};
 }
 

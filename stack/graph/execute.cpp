@@ -39,7 +39,8 @@ Execution Executor::run(runtime::Device& dev, const std::vector<std::vector<std:
   if (functional && inputs.size() != p_.inputs.size())
     throw InputError("the program takes " + std::to_string(p_.inputs.size()) + " inputs, " + std::to_string(inputs.size()) + " given");
   dev.run([&](runtime::Device& d) {
-    const runtime::Stream s = d.create_stream();
+    const runtime::Stream s = d.create_stream();  // one stream: the memory plan assumes graph order
+    ex.streams = 1;
     const std::uint64_t arena = d.malloc(std::max<std::uint64_t>(memory_.arena_bytes, MemoryPlan::kAlign));
     ex.device_bytes = memory_.arena_bytes;
     ex.naive_bytes = memory_.naive_bytes;

@@ -19,6 +19,7 @@ struct Execution {
   std::vector<std::vector<std::uint8_t>> outputs;  // functional mode: the graph outputs' bytes
   std::uint64_t device_bytes = 0;                  // the memory plan's arena: the peak of device memory
   std::uint64_t naive_bytes = 0;                   // what every buffer on its own would take
+  std::uint32_t streams = 0;                       // streams the run created
   nlohmann::json steps = nlohmann::json::array();  // per step: node, op, block_dim, tiling
 };
 

@@ -35,6 +35,26 @@ std::size_t elem_bytes(ElemType t) {
   return 0;
 }
 
+std::optional<hw::isa::DType> device_dtype(ElemType t) {
+  switch (t) {
+    case ElemType::kFloat32: return hw::isa::DType::kFp32;
+    case ElemType::kFloat16: return hw::isa::DType::kFp16;
+    case ElemType::kBFloat16: return hw::isa::DType::kBf16;
+    default: return std::nullopt;
+  }
+}
+
+ElemType elem_type_of(hw::isa::DType t) {
+  switch (t) {
+    case hw::isa::DType::kFp32: return ElemType::kFloat32;
+    case hw::isa::DType::kFp16: return ElemType::kFloat16;
+    case hw::isa::DType::kBf16: return ElemType::kBFloat16;
+    case hw::isa::DType::kInt32: return ElemType::kInt32;
+    case hw::isa::DType::kInt8: return ElemType::kInt8;
+  }
+  return ElemType::kUndefined;
+}
+
 std::string dims_string(const Dims& d) {
   std::string s = "[";
   for (std::size_t i = 0; i < d.size(); ++i) s += (i ? "," : "") + d[i].str();
@@ -55,10 +75,10 @@ std::vector<double> Tensor::as_doubles() const {
   for (std::size_t i = 0; i < n; ++i) {
     const std::uint8_t* p = bytes.data() + i * es;
     switch (type) {
-      case ElemType::kFloat32: { float v; std::memcpy(&v, p, 4); out[i] = v; break; }
+      case ElemType::kFloat32: case ElemType::kFloat16: case ElemType::kBFloat16:
+        out[i] = hw::isa::load_float(p, *device_dtype(type));
+        break;
       case ElemType::kFloat64: { double v; std::memcpy(&v, p, 8); out[i] = v; break; }
-      case ElemType::kFloat16: { hw::isa::Half h; std::memcpy(&h.bits, p, 2); out[i] = hw::isa::to_float(h); break; }
-      case ElemType::kBFloat16: { hw::isa::BFloat16 b; std::memcpy(&b.bits, p, 2); out[i] = hw::isa::to_float(b); break; }
       case ElemType::kInt64: { std::int64_t v; std::memcpy(&v, p, 8); out[i] = static_cast<double>(v); break; }
       case ElemType::kInt32: { std::int32_t v; std::memcpy(&v, p, 4); out[i] = v; break; }
       case ElemType::kInt16: { std::int16_t v; std::memcpy(&v, p, 2); out[i] = v; break; }

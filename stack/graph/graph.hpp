@@ -11,6 +11,8 @@
 #include <string_view>
 #include <vector>
 
+#include "hw/isa/dtype.hpp"
+
 namespace npusim::stack::graph {
 
 // A malformed graph: the message names the node or value.
@@ -22,6 +24,9 @@ class GraphError : public std::runtime_error {
 enum class ElemType : std::uint8_t { kUndefined, kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kInt32, kInt16, kInt8, kUint8, kBool };
 std::string_view elem_name(ElemType t);
 std::size_t elem_bytes(ElemType t);  // 0 for kUndefined
+// The device element type of a float ElemType (float32, float16, bfloat16); none for the others.
+std::optional<hw::isa::DType> device_dtype(ElemType t);
+ElemType elem_type_of(hw::isa::DType t);
 
 // A dimension: a fixed size, or a symbol ("batch", "seq") bound when the graph runs.
 struct Dim {

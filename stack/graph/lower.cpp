@@ -38,12 +38,7 @@ class Lowering {
   Program run() {
     for (ValueId in : g_.inputs) p_.inputs.push_back(tensor(in, "graph input"));
     for (NodeId id : g_.topo_order()) node(g_.node(id));
-    for (ValueId out : g_.outputs) {
-      const int t = tensor(out, "graph output");
-      p_.tensors[static_cast<std::size_t>(t)].is_output = true;
-      p_.outputs.push_back(t);
-    }
-    for (int t : p_.inputs) p_.tensors[static_cast<std::size_t>(t)].is_input = true;
+    for (ValueId out : g_.outputs) p_.outputs.push_back(tensor(out, "graph output"));
     return std::move(p_);
   }
 
@@ -53,14 +48,9 @@ class Lowering {
   }
 
   DType dtype_of(const Value& v, const std::string& where) const {
-    switch (v.type) {
-      case ElemType::kFloat32: return DType::kFp32;
-      case ElemType::kFloat16: return DType::kFp16;
-      case ElemType::kBFloat16: return DType::kBf16;
-      default:
-        throw InputError(where + ": value '" + v.name + "' is " + std::string(elem_name(v.type)) +
-                         " (the device ops take float32, float16 and bfloat16)");
-    }
+    if (const auto d = device_dtype(v.type)) return *d;
+    throw InputError(where + ": value '" + v.name + "' is " + std::string(elem_name(v.type)) +
+                     " (the device ops take float32, float16 and bfloat16)");
   }
   ops::Shape shape_of(const Value& v, const std::string& where) const {
     if (!v.shape) throw InputError(where + ": the shape of '" + v.name + "' is unknown (bind its symbolic dims with --dim NAME=SIZE)");
@@ -94,13 +84,9 @@ class Lowering {
   }
   static std::vector<std::uint8_t> convert(const Tensor& c, DType to) {
     const std::vector<double> v = c.as_doubles();
-    std::vector<std::uint8_t> out(v.size() * hw::isa::dtype_bytes(to));
-    for (std::size_t i = 0; i < v.size(); ++i) {
-      const float f = static_cast<float>(v[i]);
-      if (to == DType::kFp32) std::memcpy(&out[i * 4], &f, 4);
-      else if (to == DType::kFp16) { const auto h = hw::isa::to_half(f); std::memcpy(&out[i * 2], &h.bits, 2); }
-      else { const auto b = hw::isa::to_bf16(f); std::memcpy(&out[i * 2], &b.bits, 2); }
-    }
+    const std::uint32_t es = hw::isa::dtype_bytes(to);
+    std::vector<std::uint8_t> out(v.size() * es);
+    for (std::size_t i = 0; i < v.size(); ++i) hw::isa::store_float(&out[i * es], to, static_cast<float>(v[i]));
     return out;
   }
   const ProgramTensor& t(int i) const { return p_.tensors[static_cast<std::size_t>(i)]; }

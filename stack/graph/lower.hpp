@@ -22,7 +22,6 @@ struct ProgramTensor {
   ops::TensorDesc desc;
   int alias = -1;                       // a view: the tensor whose buffer it shares
   std::vector<std::uint8_t> constant;   // bytes to upload before the first step (in desc.dtype)
-  bool is_input = false, is_output = false;
 };
 
 struct Step {

@@ -270,22 +270,27 @@ struct Epilogue {
   }
 };
 
+// Calls f(tile coordinates) for every tile of this block, in the order the cube side computes them.
+template <class F>
+void for_each_tile(const MatmulArgs& g, F f) {
+  const std::uint32_t tiles = g.s.batch * g.t.tiles_m * g.t.tiles_n;
+  for (std::uint32_t tile = GetBlockIdx(); tile < tiles; tile += GetBlockNum()) f(tile_at(g, tile));
+}
+
 // The AIV side of a split-chip mix kernel: the epilogue of every tile of the group's cube core, half the rows each.
 template <class T>
 void matmul_vector(const MatmulArgs& g) {
   TPipe pipe;
   Epilogue<T> epi;
   epi.init(pipe, g);
-  const std::uint32_t tiles = g.s.batch * g.t.tiles_m * g.t.tiles_n;
-  for (std::uint32_t tile = GetBlockIdx(); tile < tiles; tile += GetBlockNum()) {
-    const TileAt at = tile_at(g, tile);
+  for_each_tile(g, [&](const TileAt& at) {
     const std::uint32_t half = (at.mt + 1) / 2;
     const std::uint32_t r0 = GetSubBlockIdx() == 0 ? 0 : half, r1 = GetSubBlockIdx() == 0 ? half : at.mt;
     CrossCoreWaitFlag(kTileReady);
     epi.run(g, at, r0, r1);
     // Fires once the rows are in GM (MTE3's earlier work done).
     cross_core_set_flag(2, PIPE_MTE3, kTileDone);
-  }
+  });
 }
 
 // A coupled core: the cube work of every tile, then the epilogue of each tile once its FixPipe wrote it.
@@ -296,11 +301,7 @@ void matmul_coupled_epilogue(const MatmulArgs& g) {
   TPipe pipe;
   Epilogue<T> epi;
   epi.init(pipe, g);
-  const std::uint32_t tiles = g.s.batch * g.t.tiles_m * g.t.tiles_n;
-  for (std::uint32_t tile = GetBlockIdx(); tile < tiles; tile += GetBlockNum()) {
-    const TileAt at = tile_at(g, tile);
-    epi.run(g, at, 0, at.mt);
-  }
+  for_each_tile(g, [&](const TileAt& at) { epi.run(g, at, 0, at.mt); });
 }
 
 template <class T>

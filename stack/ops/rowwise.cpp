@@ -257,8 +257,7 @@ void row_kernel(const RowArgs& a) {
     }
     qout.EnQue(out);
     out = qout.DeQue<T>();
-    const std::uint64_t out_row = a.kind == RowKind::kSwiGlu ? len : a.h;
-    copy_rows_out(a.out + row0 * out_row * es, out, nr, len, out_row);
+    copy_rows_out(a.out + row0 * a.ho * es, out, nr, len, a.ho);
     if (a.kind == RowKind::kRopeHalf) copy_rows_out(a.out + (row0 * a.h + len) * es, out[piece], nr, len, a.h);
     qout.FreeTensor(out);
     done += nr;
