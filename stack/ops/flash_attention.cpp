@@ -17,6 +17,7 @@
 // a 16-wide column block has the same shape, and a row reduction is a reduction over column blocks then over 16
 // lanes.
 #include <algorithm>
+#include <sstream>
 #include <cmath>
 
 #include "common/util/error.hpp"
@@ -32,10 +33,20 @@ namespace {
 constexpr float kMasked = -1e30f;  // a masked score: exp(kMasked - m) is 0 for any finite m
 constexpr std::uint32_t kSReady = 0, kPReady = 1, kPvReady = 2;
 
+// Where a tensor's rows are: element (b, n, s, d) of Q, K, V or O sits at off + b*bs + n*ns + s*ss + d (elements).
+// BNSD and BSND are two such layouts; a graph passes others (a head's rows inside a fused QKV projection, the
+// output straight into the [B, S, N*D] tensor the next MatMul reads), absorbing the Transposes and Reshapes.
+struct FaLayout {
+  std::uint64_t bs = 0, ns = 0, ss = 0, off = 0;
+  std::uint64_t at(std::uint64_t b, std::uint64_t n, std::uint64_t row) const { return off + b * bs + n * ns + row * ss; }
+};
+
 struct FaShape {
   std::uint32_t B = 1, N = 1, KVN = 1, S = 1, SK = 1, D = 64;
   bool causal = false, mask = false;
   float scale = 1.0f;
+  bool bsnd = false;      // -p layout=bsnd: Q, K, V and O are [B, S, heads, D]
+  FaLayout q, k, v, o;    // K and V index heads 0..KVN-1
 };
 
 struct FaTiling {
@@ -89,16 +100,28 @@ std::uint8_t u8(std::uint64_t v) { return static_cast<std::uint8_t>(v); }
 // GM addresses of a head's rows.
 template <class T>
 GM_ADDR q_at(const FaArgs& g, const FaStep& st, std::uint32_t row) {
-  return g.q + ((static_cast<std::uint64_t>(st.b) * g.s.N + st.n) * g.s.S + row) * g.s.D * sizeof(T);
+  return g.q + g.s.q.at(st.b, st.n, row) * sizeof(T);
 }
 template <class T>
 GM_ADDR o_at(const FaArgs& g, const FaStep& st, std::uint32_t row) {
-  return g.o + ((static_cast<std::uint64_t>(st.b) * g.s.N + st.n) * g.s.S + row) * g.s.D * sizeof(T);
+  return g.o + g.s.o.at(st.b, st.n, row) * sizeof(T);
 }
 template <class T>
-GM_ADDR kv_at(const FaArgs& g, GM_ADDR base, const FaStep& st, std::uint32_t row) {
+GM_ADDR kv_at(const FaArgs& g, bool is_v, const FaStep& st, std::uint32_t row) {
   const std::uint32_t kvh = st.n / (g.s.N / g.s.KVN);
-  return base + ((static_cast<std::uint64_t>(st.b) * g.s.KVN + kvh) * g.s.SK + row) * g.s.D * sizeof(T);
+  return (is_v ? g.v : g.k) + (is_v ? g.s.v : g.s.k).at(st.b, kvh, row) * sizeof(T);
+}
+
+// O rows [row, row + rows) of a head from the UB: one copy when they are contiguous in GM, else one burst a row.
+template <class T>
+void store_o(const FaArgs& g, const FaStep& st, std::uint32_t row, const LocalTensor<T>& ot, std::uint32_t rows) {
+  if (g.s.o.ss == g.s.D) {
+    GlobalTensor<T> go;
+    go.SetGlobalBuffer(o_at<T>(g, st, row));
+    DataCopy(go, ot, static_cast<std::uint64_t>(rows) * g.s.D);
+  } else {
+    copy_rows_out(o_at<T>(g, st, row), ot, rows, g.s.D, g.s.o.ss);
+  }
 }
 
 // Workspace slots of a block: S (fp32 Bq x Bk), P (T Bq x Bk), PV (fp32 Bq x D), two of each.
@@ -147,15 +170,15 @@ struct CubeBuffers {
       q1 = qq.AllocTensor<T>();
       GlobalTensor<T> gq;
       gq.SetGlobalBuffer(q_at<T>(g, st, st.q0));
-      DataCopy(q1, gq, Nd2NzParams{1, u16(st.qr), u16(d), 0, u16(d), u16(M1 * 16), 1, 0});
+      DataCopy(q1, gq, Nd2NzParams{1, u16(st.qr), u16(d), 0, u16(g.s.q.ss), u16(M1 * 16), 1, 0});
       qq.EnQue(q1);
       q1 = qq.DeQue<T>();
     }
     LocalTensor<T> k1 = qk.AllocTensor<T>();
     GlobalTensor<T> gk;
-    gk.SetGlobalBuffer(kv_at<T>(g, g.k, st, st.kv0));
+    gk.SetGlobalBuffer(kv_at<T>(g, false, st, st.kv0));
     // K rows are B^T (n x k): in L1 NZ the fractal (fk, fn) sits at fk * N1 + fn, as L0B wants it.
-    DataCopy(k1, gk, Nd2NzParams{1, u16(st.w), u16(d), 0, u16(d), u16(N1 * 16), 1, 0});
+    DataCopy(k1, gk, Nd2NzParams{1, u16(st.w), u16(d), 0, u16(g.s.k.ss), u16(N1 * 16), 1, 0});
     qk.EnQue(k1);
     k1 = qk.DeQue<T>();
     LocalTensor<T> a2 = qa2.AllocTensor<T>(), b2 = qb2.AllocTensor<T>();
@@ -177,8 +200,8 @@ struct CubeBuffers {
   void load_v(const FaArgs& g, const FaStep& st) {
     LocalTensor<T> v1 = qv.AllocTensor<T>();
     GlobalTensor<T> gv;
-    gv.SetGlobalBuffer(kv_at<T>(g, g.v, st, st.kv0));
-    DataCopy(v1, gv, Nd2NzParams{1, u16(st.w), u16(g.s.D), 0, u16(g.s.D), u16(ceil_to(st.w, 16)), 1, 0});
+    gv.SetGlobalBuffer(kv_at<T>(g, true, st, st.kv0));
+    DataCopy(v1, gv, Nd2NzParams{1, u16(st.w), u16(g.s.D), 0, u16(g.s.v.ss), u16(ceil_to(st.w, 16)), 1, 0});
     qv.EnQue(v1);
   }
 
@@ -454,9 +477,7 @@ void fa_vector_split(const FaArgs& g) {
     convert(ot, o, static_cast<std::uint64_t>(rows) * d);
     sm.qo.EnQue(ot);
     ot = sm.qo.template DeQue<T>();
-    GlobalTensor<T> go;
-    go.SetGlobalBuffer(o_at<T>(g, st, st.q0 + r0));
-    DataCopy(go, ot, static_cast<std::uint64_t>(rows) * d);
+    store_o(g, st, st.q0 + r0, ot, rows);
     sm.qo.FreeTensor(ot);
   };
   for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -696,9 +717,7 @@ void fa_coupled(const FaArgs& g) {
            u8(m1 * 2), UnaryRepeatParams{u16(row_blocks), 1, u8(8 * row_blocks), 8});
     out_ready.publish();
     out_ready.take();
-    GlobalTensor<T> go;
-    go.SetGlobalBuffer(o_at<T>(g, st, st.q0));
-    DataCopy(go, ot, static_cast<std::uint64_t>(st.qr) * d);
+    store_o(g, st, st.q0, ot, st.qr);
     out_ready.release();
   };
   std::uint32_t s_buf = scores(steps[0]);
@@ -740,7 +759,42 @@ FaShape parse_fa(const Params& p) {
   if (s.N % s.KVN != 0)
     throw InputError("flash_attention: N=" + std::to_string(s.N) + " query heads cannot be grouped over KVN=" + std::to_string(s.KVN) + " key/value heads");
   s.scale = static_cast<float>(param_real(p, "scale", 1.0 / std::sqrt(static_cast<double>(s.D)), false));
+  const auto lay = p.find("layout");
+  if (lay != p.end() && lay->second != "bnsd" && lay->second != "bsnd")
+    throw InputError("flash_attention: layout='" + lay->second + "' is not bnsd or bsnd");
+  s.bsnd = lay != p.end() && lay->second == "bsnd";
+  const std::uint64_t D = s.D;
+  auto natural = [&](std::uint64_t heads, std::uint64_t seq) {
+    return s.bsnd ? FaLayout{seq * heads * D, D, heads * D, 0} : FaLayout{heads * seq * D, seq * D, D, 0};
+  };
+  s.q = s.o = natural(s.N, s.S);
+  s.k = s.v = natural(s.KVN, s.SK);
+  // Explicit layouts (from the graph engine): -p q_strides=bs,ns,ss -p q_offset=off, in elements.
+  for (auto [name, lay_ptr] : {std::pair{"q", &s.q}, {"k", &s.k}, {"v", &s.v}, {"o", &s.o}}) {
+    const auto it = p.find(std::string(name) + "_strides");
+    if (it != p.end()) {
+      std::vector<std::uint64_t> st;
+      std::stringstream ss(it->second);
+      for (std::string part; std::getline(ss, part, ',');) {
+        Params one{{"stride", part}};
+        st.push_back(param_uint(one, "stride", 0, 1u << 31));
+      }
+      if (st.size() != 3) throw InputError(std::string("flash_attention: ") + name + "_strides='" + it->second + "' is not b,n,s");
+      lay_ptr->bs = st[0];
+      lay_ptr->ns = st[1];
+      lay_ptr->ss = st[2];
+    }
+    lay_ptr->off = param_uint(p, std::string(name) + "_offset", 0, 1u << 31);
+    if (lay_ptr->ss < D || lay_ptr->ss > 65535)
+      throw InputError(std::string("flash_attention: ") + name + " rows are " + std::to_string(lay_ptr->ss) +
+                       " elements apart (D=" + std::to_string(D) + " to 65535 allowed)");
+  }
   return s;
+}
+
+// Elements a tensor of `heads` heads and `seq` rows spans in its layout.
+std::uint64_t extent(const FaLayout& l, std::uint64_t B, std::uint64_t heads, std::uint64_t seq, std::uint64_t D) {
+  return l.at(B - 1, heads - 1, seq - 1) + D;
 }
 
 // The largest blocks (Bq rows, Bk columns) whose buffers fit the chip: the cube side's L1/L0 ping-pong buffers and
@@ -785,21 +839,21 @@ FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& c
 // fp32 reference: softmax in double over each query row, from the same fp16/bf16 inputs.
 std::vector<HostTensor> fa_reference(const std::vector<TensorDesc>&, const Params& p, const std::vector<HostTensor>& v) {
   const FaShape s = parse_fa(p);
-  HostTensor out(static_cast<std::size_t>(s.B) * s.N * s.S * s.D);
+  HostTensor out(extent(s.o, s.B, s.N, s.S, s.D));
   std::vector<double> score(s.SK), acc(s.D);
   for (std::uint32_t b = 0; b < s.B; ++b) {
     for (std::uint32_t n = 0; n < s.N; ++n) {
       const std::uint32_t kvh = n / (s.N / s.KVN);
-      const float* q = v[0].data() + (static_cast<std::size_t>(b) * s.N + n) * s.S * s.D;
-      const float* k = v[1].data() + (static_cast<std::size_t>(b) * s.KVN + kvh) * s.SK * s.D;
-      const float* vv = v[2].data() + (static_cast<std::size_t>(b) * s.KVN + kvh) * s.SK * s.D;
-      float* o = out.data() + (static_cast<std::size_t>(b) * s.N + n) * s.S * s.D;
+      const float* q = v[0].data() + s.q.at(b, n, 0);
+      const float* k = v[1].data() + s.k.at(b, kvh, 0);
+      const float* vv = v[2].data() + s.v.at(b, kvh, 0);
+      float* o = out.data() + s.o.at(b, n, 0);
       for (std::uint32_t i = 0; i < s.S; ++i) {
         const std::uint32_t keys = s.causal ? std::min(s.SK, i + 1) : s.SK;
         double mx = -INFINITY;
         for (std::uint32_t j = 0; j < keys; ++j) {
           double dot = 0;
-          for (std::uint32_t c = 0; c < s.D; ++c) dot += static_cast<double>(q[i * s.D + c]) * k[static_cast<std::size_t>(j) * s.D + c];
+          for (std::uint32_t c = 0; c < s.D; ++c) dot += static_cast<double>(q[i * s.q.ss + c]) * k[j * s.k.ss + c];
           score[j] = dot * s.scale + (s.mask ? v[3][static_cast<std::size_t>(i) * s.SK + j] : 0.0);
           mx = std::max(mx, score[j]);
         }
@@ -808,9 +862,9 @@ std::vector<HostTensor> fa_reference(const std::vector<TensorDesc>&, const Param
         for (std::uint32_t j = 0; j < keys; ++j) {
           const double e = std::exp(score[j] - mx);
           sum += e;
-          for (std::uint32_t c = 0; c < s.D; ++c) acc[c] += e * vv[static_cast<std::size_t>(j) * s.D + c];
+          for (std::uint32_t c = 0; c < s.D; ++c) acc[c] += e * vv[j * s.v.ss + c];
         }
-        for (std::uint32_t c = 0; c < s.D; ++c) o[static_cast<std::size_t>(i) * s.D + c] = static_cast<float>(acc[c] / sum);
+        for (std::uint32_t c = 0; c < s.D; ++c) o[i * s.o.ss + c] = static_cast<float>(acc[c] / sum);
       }
     }
   }
@@ -820,12 +874,17 @@ std::vector<HostTensor> fa_reference(const std::vector<TensorDesc>&, const Param
 OpDef flash_attention_op() {
   OpDef d;
   d.name = "flash_attention";
-  d.summary = "O = softmax(scale Q K^T + mask) V, BNSD layout, grouped-query heads (KVN), causal, online softmax in fp32";
-  d.params = {"B", "N", "KVN", "S", "SK", "D", "causal", "mask", "scale"};
+  d.summary = "O = softmax(scale Q K^T + mask) V, BNSD or BSND layout (or explicit strides), grouped-query heads (KVN), causal, online softmax in fp32";
+  d.params = {"B", "N", "KVN", "S", "SK", "D", "causal", "mask", "scale", "layout", "q_strides", "k_strides", "v_strides",
+              "o_strides", "q_offset", "k_offset", "v_offset", "o_offset"};
   d.inputs = [](const Params& p, DType t) {
     if (t == DType::kFp32) throw InputError("flash_attention takes fp16 or bf16");
     const FaShape s = parse_fa(p);
-    std::vector<TensorDesc> in{{Shape{s.B, s.N, s.S, s.D}, t}, {Shape{s.B, s.KVN, s.SK, s.D}, t}, {Shape{s.B, s.KVN, s.SK, s.D}, t}};
+    // The natural shapes of the layout (explicit strides come with the graph's own shapes).
+    auto shape = [&](std::uint64_t heads, std::uint64_t seq, const FaLayout& l) {
+      return s.bsnd ? Shape{s.B, seq, heads, s.D} : l.off || l.ss != s.D ? Shape{extent(l, s.B, heads, seq, s.D)} : Shape{s.B, heads, seq, s.D};
+    };
+    std::vector<TensorDesc> in{{shape(s.N, s.S, s.q), t}, {shape(s.KVN, s.SK, s.k), t}, {shape(s.KVN, s.SK, s.v), t}};
     if (s.mask) in.push_back({Shape{s.S, s.SK}, t});
     return in;
   };
@@ -833,8 +892,20 @@ OpDef flash_attention_op() {
     FaArgs g;
     g.s = parse_fa(p);
     g.t = plan_fa(g.s, hw::isa::dtype_bytes(in[0].dtype), chip);
+    const FaShape& s = g.s;
+    const std::pair<const FaLayout*, std::uint64_t> spans[] = {{&s.q, s.N}, {&s.k, s.KVN}, {&s.v, s.KVN}};
+    for (std::size_t i = 0; i < 3; ++i) {
+      const std::uint64_t need = extent(*spans[i].first, s.B, spans[i].second, i ? s.SK : s.S, s.D);
+      if (in.size() <= i || elements(in[i].shape) < need)
+        throw InputError("flash_attention: input " + std::to_string(i) + " (" + (in.size() > i ? shape_string(in[i].shape) : "missing") +
+                         ") is smaller than the " + std::to_string(need) + " elements its layout reaches");
+    }
+    if (s.mask && (in.size() < 4 || elements(in[3].shape) != static_cast<std::uint64_t>(s.S) * s.SK))
+      throw InputError("flash_attention: the mask must be S x SK = " + std::to_string(s.S) + "x" + std::to_string(s.SK));
     OpPlan plan;
-    plan.outputs = {{Shape{g.s.B, g.s.N, g.s.S, g.s.D}, in[0].dtype}};
+    const std::uint64_t o_span = extent(s.o, s.B, s.N, s.S, s.D);
+    plan.outputs = {{s.bsnd ? Shape{s.B, s.S, s.N, s.D} : o_span == static_cast<std::uint64_t>(s.B) * s.N * s.S * s.D && s.o.ss == s.D
+                                                             ? Shape{s.B, s.N, s.S, s.D} : Shape{o_span}, in[0].dtype}};
     plan.type = KernelType::kMix;
     plan.block_dim = g.t.block_dim;
     plan.workspace_bytes = chip.split() ? g.t.slot_bytes * g.t.block_dim : 0;

@@ -16,6 +16,8 @@ std::vector<OpDef> rowwise_ops();
 std::vector<OpDef> unary_ops();
 std::vector<OpDef> reduce_ops();
 std::vector<OpDef> transpose_ops();
+std::vector<OpDef> fused_ops();
+std::vector<OpDef> copy_ops();
 
 std::string shape_string(const Shape& s) {
   std::string out;
@@ -103,6 +105,8 @@ const std::vector<OpDef>& all_ops() {
     for (auto& op : unary_ops()) v.push_back(std::move(op));
     for (auto& op : reduce_ops()) v.push_back(std::move(op));
     for (auto& op : transpose_ops()) v.push_back(std::move(op));
+    for (auto& op : copy_ops()) v.push_back(std::move(op));
+    for (auto& op : fused_ops()) v.push_back(std::move(op));
     return v;
   }();
   return ops;

@@ -20,13 +20,24 @@ using hw::isa::DType;
 
 namespace {
 
+// v rounded to the element type t (as a store to t and a load back).
+float round_to(DType t, float v) {
+  std::uint8_t b[4];
+  hw::isa::store_float(b, t, v);
+  return hw::isa::load_float(b, t);
+}
+
 enum class RowKind { kSoftmax, kLayerNorm, kRmsNorm, kSwiGlu, kRopeHalf, kRopeInterleaved };
 
 struct RowArgs {
   RowKind kind = RowKind::kSoftmax;
   GM_ADDR x = 0, p1 = 0, p2 = 0, out = 0;  // p1, p2: gamma and beta, or cos and sin
+  // LayerNorm: a residual added to x first (AddLayerNorm), the sum written out, the row mean and rstd (fp32) written.
+  GM_ADDR res = 0, sum = 0, mean = 0, rstd = 0;
+  bool add = false, stats = false;
   std::uint64_t rows = 0, h = 0;           // rows of h elements in, each giving ho elements out
   std::uint64_t ho = 0, seq = 0;           // rope: rows are positions modulo seq
+  std::uint64_t heads = 1;                 // rope: consecutive rows sharing a position (the BSND layout)
   std::uint64_t per_block = 0, tile = 0;   // rows per core and per tile
   float eps = 1e-5f;
 };
@@ -52,9 +63,14 @@ void row_kernel(const RowArgs& a) {
   TQue<TPosition::VECIN, 2> qin;
   TQue<TPosition::VECOUT, 2> qout;
   TQue<TPosition::VECIN, 1> qcs;
+  TQue<TPosition::VECOUT, 1> qsum;
   TBuf<TPosition::VECCALC> fx, fx2, ft, fc, fs_, fc2, fs2, fpart, fv, fbc, fp1, fp2, fstage, foff, fsign;
-  pipe.InitBuffer(qin, 2, (halves ? 2 : 1) * (stats16 ? tr * tsi : piece) * es);
-  pipe.InitBuffer(qout, 2, (a.kind == RowKind::kRopeHalf ? 2 : 1) * piece * es);
+  const std::uint64_t in_piece = (stats16 ? tr * tsi : piece);
+  pipe.InitBuffer(qin, 2, (halves || a.add ? 2 : 1) * in_piece * es);
+  // The output pieces (both halves for RoPE), then the rows' mean and rstd in fp32 when they are written.
+  const std::uint64_t out_t = (a.kind == RowKind::kRopeHalf ? 2 : 1) * piece * es, stat_bytes = ceil_to(tr * 4, 32);
+  pipe.InitBuffer(qout, 2, out_t + (a.stats ? 2 * stat_bytes : 0));
+  if (a.add) pipe.InitBuffer(qsum, 1, in_piece * es);
   pipe.InitBuffer(fx, tr * fs * 4);
   pipe.InitBuffer(ft, tr * fs * 4);
   if (halves) pipe.InitBuffer(fx2, tr * fs * 4);
@@ -122,25 +138,34 @@ void row_kernel(const RowArgs& a) {
   for (std::uint64_t done = 0; done < count;) {
     const std::uint64_t row0 = first + done;
     std::uint64_t nr = std::min(tr, count - done);
-    if (rope) nr = std::min(nr, a.seq - row0 % a.seq);  // the tile's positions stay contiguous in cos/sin
-    const std::uint64_t pos = rope ? row0 % a.seq : 0;
+    // RoPE: the tile's positions stay contiguous in cos/sin; with heads > 1 a tile holds whole positions.
+    if (rope) nr = std::min(nr, (a.seq - (row0 / a.heads) % a.seq) * a.heads);
+    const std::uint64_t pos = rope ? (row0 / a.heads) % a.seq : 0, npos = rope ? ceil_div(nr, a.heads) : 0;
     // Loads: the rows (or their two halves), and for RoPE the cos/sin rows of the positions.
     LocalTensor<T> in = qin.AllocTensor<T>();
     copy_rows_in(in, a.x + row0 * a.h * es, nr, len, a.h, tsi);
     if (halves) copy_rows_in(in[piece], a.x + (row0 * a.h + len) * es, nr, len, a.h);
+    if (a.add) copy_rows_in(in[in_piece], a.res + row0 * a.h * es, nr, len, a.h, tsi);
     LocalTensor<T> cs;
     if (rope) {
       cs = qcs.AllocTensor<T>();
-      copy_rows_in(cs, a.p1 + pos * a.h * es, nr, len, a.h);
-      copy_rows_in(cs[piece], a.p2 + pos * a.h * es, nr, len, a.h);
+      copy_rows_in(cs, a.p1 + pos * a.h * es, npos, len, a.h);
+      copy_rows_in(cs[piece], a.p2 + pos * a.h * es, npos, len, a.h);
       if (a.kind == RowKind::kRopeHalf) {
-        copy_rows_in(cs[2 * piece], a.p1 + (pos * a.h + len) * es, nr, len, a.h);
-        copy_rows_in(cs[3 * piece], a.p2 + (pos * a.h + len) * es, nr, len, a.h);
+        copy_rows_in(cs[2 * piece], a.p1 + (pos * a.h + len) * es, npos, len, a.h);
+        copy_rows_in(cs[3 * piece], a.p2 + (pos * a.h + len) * es, npos, len, a.h);
       }
       qcs.EnQue(cs);
     }
     qin.EnQue(in);
     in = qin.DeQue<T>();
+    LocalTensor<T> sum;
+    if (a.add) {  // x + residual, rounded to T as an unfused Add would leave it; the norm reads the sum
+      sum = qsum.AllocTensor<T>();
+      Add(sum, in, in[in_piece], nr * tsi);
+      qin.FreeTensor(in);
+      in = sum;
+    }
     if (stats16) {  // sums of x and x^2 from the T rows, then in fp32 from their 128-lane partials
       if (len % 128) {
         const std::uint64_t tail = len % 128;  // lanes >= tail of the last 128-lane piece are pads
@@ -165,7 +190,20 @@ void row_kernel(const RowArgs& a) {
     rows_to_f32(X, in, nr, tsi);
     const F32Rows X2{halves ? fx2.Get<float>() : LocalTensor<float>{}, len, fs};
     if (halves) rows_to_f32(X2, in[piece], nr);
-    qin.FreeTensor(in);
+    if (a.add) {
+      qsum.EnQue(sum);
+      sum = qsum.DeQue<T>();
+      if (a.sum) copy_rows_out(a.sum + row0 * a.h * es, sum, nr, len, a.h, tsi);
+      qsum.FreeTensor(sum);
+    } else {
+      qin.FreeTensor(in);
+    }
+    LocalTensor<T> out = qout.AllocTensor<T>();
+    LocalTensor<float> mean_out, rstd_out;
+    if (a.stats) {
+      mean_out = out[out_t / es].template ReinterpretCast<float>();
+      rstd_out = mean_out[stat_bytes / 4];
+    }
     const std::uint64_t all = nr * fs;
     switch (a.kind) {
       case RowKind::kSoftmax:
@@ -193,11 +231,13 @@ void row_kernel(const RowArgs& a) {
             reduce_rows(false, v0, X, nr, rs);
           }
           Muls(v0, v0, inv_h, nr);  // mean
+          if (a.stats) Adds(mean_out, v0, 0.0f, nr);
           Mul(v2, v0, v0, nr);
           Sub(v1, v1, v2, nr);      // variance
         }
         Adds(v1, v1, a.eps, nr);
         Rsqrt(v1, v1, nr);  // rstd
+        if (a.stats) Adds(rstd_out, v1, 0.0f, nr);
         if (ln) {
           Mul(v0, v0, v1, nr);
           Muls(v0, v0, -1.0f, nr);  // -mean rstd
@@ -218,17 +258,34 @@ void row_kernel(const RowArgs& a) {
         const F32Rows C{fc.Get<float>(), len, fs}, S{fs_.Get<float>(), len, fs}, C2{fc2.Get<float>(), len, fs},
             S2{fs2.Get<float>(), len, fs};
         cs = qcs.DeQue<T>();
-        rows_to_f32(C, cs, nr);
-        rows_to_f32(S, cs[piece], nr);
-        rows_to_f32(C2, cs[2 * piece], nr);
-        rows_to_f32(S2, cs[3 * piece], nr);
+        rows_to_f32(C, cs, npos);
+        rows_to_f32(S, cs[piece], npos);
+        rows_to_f32(C2, cs[2 * piece], npos);
+        rows_to_f32(S2, cs[3 * piece], npos);
         qcs.FreeTensor(cs);
-        Mul(Tm.t, X2.t, S.t, all);      // x2 s1
-        Mul(S2.t, X.t, S2.t, all);      // x1 s2
-        Mul(X.t, X.t, C.t, all);        // x1 c1
-        Sub(X.t, X.t, Tm.t, all);       // y1
-        Mul(X2.t, X2.t, C2.t, all);     // x2 c2
-        Add(X2.t, X2.t, S2.t, all);     // y2
+        if (a.heads == 1) {
+          Mul(Tm.t, X2.t, S.t, all);      // x2 s1
+          Mul(S2.t, X.t, S2.t, all);      // x1 s2
+          Mul(X.t, X.t, C.t, all);        // x1 c1
+          Sub(X.t, X.t, Tm.t, all);       // y1
+          Mul(X2.t, X2.t, C2.t, all);     // x2 c2
+          Add(X2.t, X2.t, S2.t, all);     // y2
+        } else {  // each position's tables apply to its `heads` rows (a zero repeat stride on the table)
+          const std::uint64_t rows_here = std::min(a.heads, nr);
+          const auto rows_op = [&](auto op, const F32Rows& d, const F32Rows& x, const F32Rows& t) {
+            for (std::uint64_t q = 0; q < npos; ++q)
+              for (std::uint64_t c = 0; c < len; c += 64)
+                op(d.row(q * a.heads)[c], x.row(q * a.heads)[c], t.row(q)[c], std::min<std::uint64_t>(64, len - c),
+                   u8(std::min(rows_here, nr - q * a.heads)), BinaryRepeatParams{1, 1, 1, u8(fs / 8), u8(fs / 8), 0});
+          };
+          const auto mul = [](auto d, auto x, auto t, std::uint64_t m, std::uint8_t r, const BinaryRepeatParams& p) { Mul(d, x, t, m, r, p); };
+          rows_op(mul, Tm, X2, S);        // x2 s1
+          rows_op(mul, X2, X2, C2);       // x2 c2
+          rows_op(mul, C2, X, S2);        // x1 s2 (C2 free now; rows of the tile reuse it)
+          rows_op(mul, X, X, C);          // x1 c1
+          Sub(X.t, X.t, Tm.t, all);       // y1
+          Add(X2.t, X2.t, C2.t, all);     // y2
+        }
         break;
       }
       case RowKind::kRopeInterleaved: {  // y = x cos + swap_pairs(x) (-sin, +sin)
@@ -245,7 +302,6 @@ void row_kernel(const RowArgs& a) {
         break;
       }
     }
-    LocalTensor<T> out = qout.AllocTensor<T>();
     rows_from_f32(out, X, nr);
     if (a.kind == RowKind::kRopeHalf) rows_from_f32(out[piece], X2, nr);
     if (a.kind == RowKind::kLayerNorm || a.kind == RowKind::kRmsNorm) {  // the affine step, in T
@@ -259,6 +315,10 @@ void row_kernel(const RowArgs& a) {
     out = qout.DeQue<T>();
     copy_rows_out(a.out + row0 * a.ho * es, out, nr, len, a.ho);
     if (a.kind == RowKind::kRopeHalf) copy_rows_out(a.out + (row0 * a.h + len) * es, out[piece], nr, len, a.h);
+    if (a.stats) {
+      copy_out(a.mean + row0 * 4, mean_out, nr);
+      copy_out(a.rstd + row0 * 4, rstd_out, nr);
+    }
     qout.FreeTensor(out);
     done += nr;
   }
@@ -267,20 +327,22 @@ void row_kernel(const RowArgs& a) {
 // --- Host side ----------------------------------------------------------------------------------------------------
 
 // UB bytes per row of a tile, and fixed bytes, for the kind.
-void ub_need(RowKind kind, std::uint64_t h, std::uint64_t es, std::uint64_t* per_row, std::uint64_t* fixed) {
+void ub_need(RowKind kind, std::uint64_t h, std::uint64_t es, bool add, bool stats, std::uint64_t* per_row, std::uint64_t* fixed) {
   const bool halves = kind == RowKind::kSwiGlu || kind == RowKind::kRopeHalf;
   const std::uint64_t len = halves ? h / 2 : h, fs = ceil_to(len, 64) * 4, ts = ceil_to(len * es, 32);
   std::uint64_t f32 = 2, tq = 4;  // X and Tm; two in and two out buffers of T
   if (halves) { f32 += 1; tq += 2; }
   if (kind == RowKind::kRopeHalf) { f32 += 4; tq += 6; }
   if (kind == RowKind::kRopeInterleaved) { f32 += 3; tq += 2; }  // C, S, offsets
+  if (add) tq += 3;    // two residual buffers and the sum
+  if (stats) tq += 1;  // the mean and rstd of two output buffers (8 B a row, counted generously)
   *per_row = f32 * fs + tq * ts + 4 * 3 + 64;  // + the row's three per-row values and its two Brcb blocks
   if (kind == RowKind::kSoftmax || kind == RowKind::kLayerNorm || kind == RowKind::kRmsNorm)
     *per_row += ReduceScratch::stride_for(len) * 4;
   *fixed = 2 * fs + ts + 256;
   if ((kind == RowKind::kLayerNorm || kind == RowKind::kRmsNorm) && es == 2) {  // see stats16 in row_kernel
     const std::uint64_t tsi = ceil_to(len, 128) * es, p16 = ceil_to(ceil_to(len, 128) / 128, 64);
-    *per_row += 3 * tsi - 2 * ts + 2 * p16 * (es + 4);
+    *per_row += (add ? 6 : 3) * tsi - (add ? 5 : 2) * ts + 2 * p16 * (es + 4);
   }
 }
 
@@ -290,17 +352,31 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
   d.summary = summary;
   const bool norm = kind == RowKind::kLayerNorm || kind == RowKind::kRmsNorm;
   const bool rope = kind == RowKind::kRopeHalf || kind == RowKind::kRopeInterleaved;
+  const bool add = name == "add_layernorm";
   d.params = {"shape"};
   if (norm) d.params.push_back("eps");
+  if (kind == RowKind::kLayerNorm) d.params.push_back("stats");
+  if (add) d.params.push_back("sum");
+  if (kind == RowKind::kRopeHalf) d.params.push_back("layout");
+  // RoPE in the BSND layout: x is ... x S x N x D, the N heads of a position share its cos/sin row.
+  const auto bsnd = [=](const Params& p) {
+    const auto it = p.find("layout");
+    if (it == p.end() || it->second == "bnsd") return false;
+    if (it->second != "bsnd") throw InputError(name + ": layout='" + it->second + "' is not bnsd or bsnd");
+    return true;
+  };
   d.inputs = [=](const Params& p, DType t) {
     const Shape s = param_shape(p);
     const std::uint64_t h = s.back();
     std::vector<TensorDesc> in{{s, t}};
+    if (add) in.push_back({s, t});
     if (norm) in.push_back({Shape{h}, t});
     if (kind == RowKind::kLayerNorm) in.push_back({Shape{h}, t});
     if (rope) {
-      if (s.size() < 2) throw InputError(name + ": shape " + shape_string(s) + " needs at least two dims (... x S x D)");
-      const Shape cs{s[s.size() - 2], h};
+      const std::size_t sd = kind == RowKind::kRopeHalf && bsnd(p) ? 3 : 2;  // dims from the end to S
+      if (s.size() < sd)
+        throw InputError(name + ": shape " + shape_string(s) + " needs at least " + (sd == 2 ? "two dims (... x S x D)" : "three dims (... x S x N x D)"));
+      const Shape cs{s[s.size() - sd], h};
       in.push_back({cs, t});
       in.push_back({cs, t});
     }
@@ -316,31 +392,52 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
     a.rows = elements(s) / h;
     a.h = h;
     a.ho = kind == RowKind::kSwiGlu ? h / 2 : h;
-    a.seq = rope ? s[s.size() - 2] : 0;
+    const bool heads = kind == RowKind::kRopeHalf && bsnd(p);
+    if (heads && s.size() < 3) throw InputError(name + ": layout=bsnd needs ... x S x N x D");
+    a.heads = heads ? s[s.size() - 2] : 1;
+    a.seq = rope ? s[s.size() - (heads ? 3 : 2)] : 0;
     a.eps = static_cast<float>(param_real(p, "eps", 1e-5, true));
+    a.add = add;
+    a.stats = kind == RowKind::kLayerNorm && param_uint(p, "stats", 0, 1);
+    const bool sum = add && param_uint(p, "sum", 1, 1);
     std::uint64_t per_row = 0, fixed = 0;
-    ub_need(kind, h, es, &per_row, &fixed);
+    ub_need(kind, h, es, add, a.stats, &per_row, &fixed);
     const std::uint64_t len = (kind == RowKind::kSwiGlu || kind == RowKind::kRopeHalf) ? h / 2 : h;
     if (ceil_to(len, 64) / 64 > 255 || fixed + per_row > chip.buffers.ub.size)
       throw InputError(name + ": a row of " + std::to_string(h) + " elements does not fit the UB of chip " + chip.name);
     const std::uint64_t cores = chip.vector_units();
-    a.per_block = ceil_div(a.rows, cores);
-    a.tile = std::min<std::uint64_t>({255, (chip.buffers.ub.size - fixed) / per_row, a.per_block});
+    // Blocks and tiles hold whole positions when the heads of a position share a table row.
+    a.per_block = ceil_div(a.rows / a.heads, cores) * a.heads;
+    a.tile = std::min<std::uint64_t>({255, (chip.buffers.ub.size - fixed) / per_row, a.per_block}) / a.heads * a.heads;
+    if (a.tile == 0) throw InputError(name + ": the " + std::to_string(a.heads) + " heads of a position do not fit the UB of chip " + chip.name);
     OpPlan plan;
     Shape out = s;
     out.back() = a.ho;
     plan.outputs = {{out, in[0].dtype}};
+    if (sum) plan.outputs.push_back({s, in[0].dtype});
+    if (a.stats) {
+      Shape st(s.begin(), s.end() - 1);
+      st.push_back(1);
+      plan.outputs.push_back({st, DType::kFp32});
+      plan.outputs.push_back({st, DType::kFp32});
+    }
     plan.type = KernelType::kVector;
     plan.block_dim = static_cast<std::uint32_t>(ceil_div(a.rows, a.per_block));
     plan.tiling = {{"rows_per_tile", static_cast<double>(a.tile)}, {"rows_per_block", static_cast<double>(a.per_block)}};
     const DType t = in[0].dtype;
-    plan.kernel = [a, t, norm, rope, kind](const std::vector<std::uint64_t>& buf) -> std::function<void()> {
+    plan.kernel = [a, t, norm, rope, kind, sum](const std::vector<std::uint64_t>& buf) -> std::function<void()> {
       RowArgs g = a;
       g.x = buf[0];
       std::size_t i = 1;
+      if (g.add) g.res = buf[i++];
       if (norm || rope) g.p1 = buf[i++];
       if (kind == RowKind::kLayerNorm || rope) g.p2 = buf[i++];
-      g.out = buf[i];
+      g.out = buf[i++];
+      if (sum) g.sum = buf[i++];
+      if (g.stats) {
+        g.mean = buf[i++];
+        g.rstd = buf[i++];
+      }
       switch (t) {
         case DType::kFp16: return [g] { row_kernel<half>(g); };
         case DType::kBf16: return [g] { row_kernel<bfloat16_t>(g); };
@@ -353,9 +450,20 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
     const Shape& s = in[0].shape;
     const std::uint64_t h = s.back(), rows = elements(s) / h, ho = kind == RowKind::kSwiGlu ? h / 2 : h;
     const double eps = static_cast<float>(param_real(p, "eps", 1e-5, true));
-    HostTensor out(rows * ho);
+    const bool stats = kind == RowKind::kLayerNorm && param_uint(p, "stats", 0, 1), sum = add && param_uint(p, "sum", 1, 1);
+    const bool heads = kind == RowKind::kRopeHalf && bsnd(p);
+    const std::uint64_t seq = rope ? s[s.size() - (heads ? 3 : 2)] : 1, nh = heads ? s[s.size() - 2] : 1;
+    HostTensor out(rows * ho), sums, means(stats ? rows : 0), rstds(stats ? rows : 0);
+    std::vector<float> xs(h);
+    const std::size_t pi = add ? 2 : 1;  // the first parameter input (gamma, cos)
+    if (sum) sums.resize(rows * h);
     for (std::uint64_t r = 0; r < rows; ++r) {
       const float* x = v[0].data() + r * h;
+      if (add) {  // the sum, rounded to the op's dtype as the kernel keeps it
+        for (std::uint64_t c = 0; c < h; ++c) xs[c] = round_to(in[0].dtype, x[c] + v[1][r * h + c]);
+        if (sum) std::copy(xs.begin(), xs.end(), sums.begin() + static_cast<std::ptrdiff_t>(r * h));
+        x = xs.data();
+      }
       float* y = out.data() + r * ho;
       switch (kind) {
         case RowKind::kSoftmax: {
@@ -375,7 +483,11 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
           for (std::uint64_t c = 0; c < h; ++c) var += (x[c] - mean) * (x[c] - mean);
           const double rstd = 1.0 / std::sqrt(var / static_cast<double>(h) + eps);
           for (std::uint64_t c = 0; c < h; ++c)
-            y[c] = static_cast<float>((x[c] - mean) * rstd * v[1][c] + (kind == RowKind::kLayerNorm ? v[2][c] : 0.0));
+            y[c] = static_cast<float>((x[c] - mean) * rstd * v[pi][c] + (kind == RowKind::kLayerNorm ? v[pi + 1][c] : 0.0));
+          if (stats) {
+            means[r] = static_cast<float>(mean);
+            rstds[r] = static_cast<float>(rstd);
+          }
           break;
         }
         case RowKind::kSwiGlu:
@@ -383,7 +495,7 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
           break;
         case RowKind::kRopeHalf:
         case RowKind::kRopeInterleaved: {
-          const std::uint64_t pos = r % s[s.size() - 2];
+          const std::uint64_t pos = (r / nh) % seq;
           const float* cs = v[1].data() + pos * h;
           const float* sn = v[2].data() + pos * h;
           for (std::uint64_t c = 0; c < h; ++c) {
@@ -396,8 +508,21 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
         }
       }
     }
-    return std::vector<HostTensor>{out};
+    std::vector<HostTensor> outs{out};
+    if (sum) outs.push_back(sums);
+    if (stats) {
+      outs.push_back(means);
+      outs.push_back(rstds);
+    }
+    return outs;
   };
+  if (kind == RowKind::kLayerNorm) {
+    // The mean and rstd outputs are fp32, but for 16-bit inputs the row sums come from 128-lane partials rounded
+    // to the dtype (stats16 in row_kernel): 2^-11 relative per partial, amplified up to 8x in the rstd.
+    d.extra_atol = [](const std::vector<TensorDesc>& in, const Params& p) {
+      return param_uint(p, "stats", 0, 1) && hw::isa::dtype_bytes(in[0].dtype) == 2 ? std::ldexp(1.0, -8) : 0.0;
+    };
+  }
   return d;
 }
 
@@ -405,10 +530,11 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
 
 std::vector<OpDef> rowwise_ops() {
   return {row_op("softmax", RowKind::kSoftmax, "softmax over the last dimension"),
-          row_op("layernorm", RowKind::kLayerNorm, "LayerNorm over the last dimension: (x - mean) / sqrt(var + eps) * gamma + beta"),
+          row_op("layernorm", RowKind::kLayerNorm, "LayerNorm over the last dimension: (x - mean) / sqrt(var + eps) * gamma + beta (-p stats=1: also the rows' mean and rstd, fp32)"),
+          row_op("add_layernorm", RowKind::kLayerNorm, "LayerNorm of x + residual (AddLayerNorm); -p sum=1 (default) also writes the sum"),
           row_op("rmsnorm", RowKind::kRmsNorm, "RMSNorm over the last dimension: x / sqrt(mean(x^2) + eps) * gamma"),
           row_op("swiglu", RowKind::kSwiGlu, "SwiGLU: silu(a) * b with [a, b] the two halves of the last dimension"),
-          row_op("rope", RowKind::kRopeHalf, "rotary embedding, half form: x cos + rotate_half(x) sin (x: ... x S x D; cos, sin: S x D)"),
+          row_op("rope", RowKind::kRopeHalf, "rotary embedding, half form: x cos + rotate_half(x) sin (x: ... x S x D, or ... x S x N x D with -p layout=bsnd; cos, sin: S x D)"),
           row_op("rope_interleaved", RowKind::kRopeInterleaved, "rotary embedding, interleaved pairs (GPT-J form; cos, sin: S x D)")};
 }
 
