@@ -133,7 +133,8 @@ int run_model_command(const RunOptions& opts) {
   nlohmann::json passes_json = nlohmann::json::object();
   for (const auto& [name, count] : fired) passes_json[name] = count;
   report["model"] = {{"file", opts.model}, {"opset", model.opset}, {"producer", model.producer}};
-  report["graph"] = {{"nodes_before", nodes_before},
+  report["graph"] = {{"folded", model.folded},
+                     {"nodes_before", nodes_before},
                      {"nodes_after", g.live_nodes()},
                      {"fusion", !opts.no_fusion},
                      {"passes", passes_json},

@@ -6,10 +6,12 @@
 #include <algorithm>
 #include <cstring>
 #include <fstream>
+#include <set>
 #include <sstream>
 
 #include "common/util/error.hpp"
 #include "common/util/file.hpp"
+#include "stack/graph/passes/passes.hpp"
 
 namespace npusim::stack::framework {
 
@@ -121,43 +123,42 @@ void type_of(const onnx::ValueInfoProto& vi, ElemType* type, std::optional<Dims>
   *shape = d;
 }
 
-}  // namespace
-
-ImportedModel import_onnx(const std::string& path, const std::map<std::string, std::int64_t>& dims) {
-  return import_onnx_bytes(read_file(path, "cannot read the model file"), path, dims);
-}
-
-ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& what,
-                                const std::map<std::string, std::int64_t>& dims) {
-  onnx::ModelProto model;
-  if (bytes.empty() || !model.ParseFromString(bytes) || !model.has_graph())
-    throw InputError(what + ": not an ONNX model (the protobuf does not parse as a ModelProto with a graph)");
-  ImportedModel out;
-  for (const auto& op : model.opset_import())
-    if (op.domain().empty() || op.domain() == "ai.onnx") out.opset = op.version();
-  out.producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
-  // Bound symbolic dims become sizes on the inputs, so inference can propagate them.
-  std::map<std::string, bool> used;
-  for (auto& in : *model.mutable_graph()->mutable_input()) {
-    if (!in.type().has_tensor_type() || !in.type().tensor_type().has_shape()) continue;
-    for (auto& d : *in.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
-      if (!d.has_dim_param()) continue;
-      const auto it = dims.find(d.dim_param());
-      if (it == dims.end()) continue;
-      used[it->first] = true;
-      d.set_dim_value(it->second);
-    }
-  }
-  for (const auto& [name, size] : dims)
-    if (!used.count(name)) throw InputError(what + ": --dim " + name + "=" + std::to_string(size) + ": no input has a dim named '" + name + "'");
-  // ONNX's shape inference fills value_info; a model it rejects is reported as such.
+// ONNX's shape inference fills value_info; a model it rejects is reported as such.
+void infer(onnx::ModelProto& model, const std::string& what) {
   try {
     onnx::shape_inference::InferShapes(model);
   } catch (const std::exception& e) {
     throw InputError(what + ": ONNX shape inference failed: " + e.what());
   }
-  const onnx::GraphProto& gp = model.graph();
-  Graph& g = out.graph;
+}
+
+int onnx_type(ElemType t) {
+  switch (t) {
+    case ElemType::kFloat32: return onnx::TensorProto::FLOAT;
+    case ElemType::kFloat16: return onnx::TensorProto::FLOAT16;
+    case ElemType::kBFloat16: return onnx::TensorProto::BFLOAT16;
+    case ElemType::kFloat64: return onnx::TensorProto::DOUBLE;
+    case ElemType::kInt64: return onnx::TensorProto::INT64;
+    case ElemType::kInt32: return onnx::TensorProto::INT32;
+    case ElemType::kInt16: return onnx::TensorProto::INT16;
+    case ElemType::kInt8: return onnx::TensorProto::INT8;
+    case ElemType::kUint8: return onnx::TensorProto::UINT8;
+    case ElemType::kBool: return onnx::TensorProto::BOOL;
+    case ElemType::kUndefined: break;
+  }
+  return onnx::TensorProto::UNDEFINED;
+}
+
+void set_tensor(onnx::TensorProto* p, const std::string& name, const Tensor& t) {
+  p->set_name(name);
+  p->set_data_type(onnx_type(t.type));
+  for (auto d : t.shape) p->add_dims(d);
+  p->set_raw_data(std::string(t.bytes.begin(), t.bytes.end()));
+}
+
+// The graph IR of a GraphProto whose value_info shape inference has filled.
+Graph build_graph(const onnx::GraphProto& gp, const std::string& what) {
+  Graph g;
   g.name = gp.name();
   try {
     std::vector<std::string> init_names;
@@ -209,6 +210,80 @@ ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& wha
     g.verify();
   } catch (const graph::GraphError& e) {
     throw InputError(what + ": " + e.what());
+  }
+  return g;
+}
+
+// Writes a folding round back into the model: the nodes the IR dropped leave (IR node ids are the model's node
+// indices, nothing was compacted), the constants live nodes or graph outputs read become initializers, and the
+// inferred value_info is cleared for the next inference.
+void fold_into(onnx::ModelProto& model, const Graph& g) {
+  onnx::GraphProto* gp = model.mutable_graph();
+  std::set<std::string> inits;
+  for (const auto& t : gp->initializer()) inits.insert(t.name());
+  auto keep_constant = [&](graph::ValueId v) {
+    if (v == graph::kNoValue) return;
+    const graph::Value& val = g.value(v);
+    if (!val.constant || inits.count(val.name)) return;
+    set_tensor(gp->add_initializer(), val.name, *val.constant);
+    inits.insert(val.name);
+  };
+  google::protobuf::RepeatedPtrField<onnx::NodeProto> kept;
+  for (int i = 0; i < gp->node_size(); ++i) {
+    const graph::Node& n = g.node(static_cast<graph::NodeId>(i));
+    if (!n.alive) continue;
+    for (graph::ValueId v : n.inputs) keep_constant(v);
+    *kept.Add() = gp->node(i);
+  }
+  for (graph::ValueId v : g.outputs) keep_constant(v);
+  gp->mutable_node()->Swap(&kept);
+  gp->clear_value_info();
+}
+
+}  // namespace
+
+ImportedModel import_onnx(const std::string& path, const std::map<std::string, std::int64_t>& dims) {
+  return import_onnx_bytes(read_file(path, "cannot read the model file"), path, dims);
+}
+
+ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& what,
+                                const std::map<std::string, std::int64_t>& dims) {
+  onnx::ModelProto model;
+  if (bytes.empty() || !model.ParseFromString(bytes) || !model.has_graph())
+    throw InputError(what + ": not an ONNX model (the protobuf does not parse as a ModelProto with a graph)");
+  ImportedModel out;
+  for (const auto& op : model.opset_import())
+    if (op.domain().empty() || op.domain() == "ai.onnx") out.opset = op.version();
+  out.producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
+  // Bound symbolic dims become sizes on the inputs, so inference can propagate them.
+  std::map<std::string, bool> used;
+  for (auto& in : *model.mutable_graph()->mutable_input()) {
+    if (!in.type().has_tensor_type() || !in.type().tensor_type().has_shape()) continue;
+    for (auto& d : *in.mutable_type()->mutable_tensor_type()->mutable_shape()->mutable_dim()) {
+      if (!d.has_dim_param()) continue;
+      const auto it = dims.find(d.dim_param());
+      if (it == dims.end()) continue;
+      used[it->first] = true;
+      d.set_dim_value(it->second);
+    }
+  }
+  for (const auto& [name, size] : dims)
+    if (!used.count(name)) throw InputError(what + ": --dim " + name + "=" + std::to_string(size) + ": no input has a dim named '" + name + "'");
+  // Constant folding needs shapes and shape inference needs folded shapes (an Expand to a computed shape): the two
+  // alternate until nothing more folds. Folded nodes leave the model; their outputs come back as initializers.
+  for (int round = 0;; ++round) {
+    infer(model, what);
+    Graph g = build_graph(model.graph(), what);
+    const int folded = graph::passes::fold_constants(g);
+    const int dead = graph::passes::remove_dead_nodes(g);
+    out.folded += folded;
+    if ((folded == 0 && dead == 0) || round == 16) {
+      g.compact();
+      g.opset = out.opset;
+      out.graph = std::move(g);
+      break;
+    }
+    fold_into(model, g);
   }
   return out;
 }

@@ -18,6 +18,7 @@ struct ImportedModel {
   graph::Graph graph;
   std::int64_t opset = 0;  // the default domain's opset version
   std::string producer;    // producer_name [+ version]
+  int folded = 0;          // nodes constant folding evaluated on the host
 };
 
 // Throws InputError: the file cannot be read or parsed, uses external data, or its graph does not verify.

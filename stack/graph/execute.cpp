@@ -61,7 +61,7 @@ Execution Executor::run(runtime::Device& dev, const std::vector<std::vector<std:
       for (int i : st.inputs) buf.push_back(addr[static_cast<std::size_t>(i)]);
       for (int o : st.outputs) buf.push_back(addr[static_cast<std::size_t>(o)]);
       if (plan.workspace_bytes) buf.push_back(arena + memory_.workspace_offset[k]);
-      const std::string kernel = ops::kernel_name(st.op);
+      const std::string kernel = st.kernel.empty() ? ops::kernel_name(st.op) : st.kernel;
       d.launch(kernel, plan.type, plan.block_dim, plan.kernel(buf), s);
       ex.steps.push_back({{"node", st.node}, {"op", st.op}, {"kernel", kernel}, {"block_dim", plan.block_dim}, {"tiling", plan.tiling}});
     }

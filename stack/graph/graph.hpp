@@ -89,6 +89,7 @@ struct Node {
 class Graph {
  public:
   std::string name;
+  std::int64_t opset = 0;  // the default domain's opset version (0: unknown)
 
   // Values and nodes; ids stay valid while the graph lives (removed nodes are marked dead, see compact()).
   ValueId add_value(std::string name, ElemType type, std::optional<Dims> shape = std::nullopt);

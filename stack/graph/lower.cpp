@@ -14,7 +14,8 @@ using hw::isa::DType;
 const std::vector<std::string>& supported_op_types() {
   static const std::vector<std::string> types = {
       "Add", "Sub", "Mul", "Div", "Pow", "MatMul", "Gemm", "Relu", "Exp", "Log", "Sqrt", "Abs", "Neg", "Reciprocal",
-      "Sigmoid", "Tanh", "Erf", "Softmax", "LayerNormalization", "Transpose", "Cast",
+      "Sigmoid", "Tanh", "Erf", "Softmax", "LayerNormalization", "Transpose", "Cast", "Slice", "Concat", "Split",
+      "Expand", "Where",
       "ReduceSum", "ReduceMean", "ReduceMax", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Constant",
       "npusim.FlashAttention", "npusim.RMSNormalization", "npusim.Gelu", "npusim.MatMulBias"};
   return types;
@@ -83,8 +84,16 @@ class Lowering {
     return static_cast<int>(p_.tensors.size() - 1);
   }
   static std::vector<std::uint8_t> convert(const Tensor& c, DType to) {
-    const std::vector<double> v = c.as_doubles();
+    if (c.type == elem_type_of(to)) return c.bytes;  // weights already in the device type: as they are
     const std::uint32_t es = hw::isa::dtype_bytes(to);
+    if (const auto from = device_dtype(c.type)) {  // float -> float, element by element (no double copy of a weight)
+      const std::uint32_t fs = hw::isa::dtype_bytes(*from);
+      const std::size_t n = c.bytes.size() / fs;
+      std::vector<std::uint8_t> out(n * es);
+      for (std::size_t i = 0; i < n; ++i) hw::isa::store_float(&out[i * es], to, hw::isa::load_float(&c.bytes[i * fs], *from));
+      return out;
+    }
+    const std::vector<double> v = c.as_doubles();
     std::vector<std::uint8_t> out(v.size() * es);
     for (std::size_t i = 0; i < v.size(); ++i) hw::isa::store_float(&out[i * es], to, static_cast<float>(v[i]));
     return out;
@@ -93,7 +102,7 @@ class Lowering {
   ProgramTensor& t(int i) { return p_.tensors[static_cast<std::size_t>(i)]; }
 
   void step(const Node& n, const std::string& op, ops::Params params, std::vector<int> in, std::vector<int> out) {
-    p_.steps.push_back(Step{n.name, op, std::move(params), std::move(in), std::move(out), {}});
+    p_.steps.push_back(Step{n.name, op, {}, std::move(params), std::move(in), std::move(out), {}});
   }
   void view(const Node& n, ValueId out, int base) {
     const int o = tensor(out, "node '" + n.name + "'");
@@ -184,7 +193,10 @@ class Lowering {
           for (std::uint64_t i = 0; i < h; ++i) t(wide).constant.insert(t(wide).constant.end(), t(b).constant.begin(), t(b).constant.begin() + static_cast<std::ptrdiff_t>(es));
           b = wide;
         } else {
-          fail(n, "cannot broadcast " + ops::shape_string(sb) + " to " + ops::shape_string(sa) + " (one input must match the other's trailing dims)");
+          // Any other numpy broadcast: the inputs are expanded to the output's shape first.
+          const ops::Shape o = t(out(0)).desc.shape;
+          a = expanded(n, a, o);
+          b = expanded(n, b, o);
         }
       }
       if (t(a).desc.dtype != t(b).desc.dtype) fail(n, "inputs of different dtypes");
@@ -200,58 +212,148 @@ class Lowering {
       step(n, u->second, {{"shape", ops::shape_string(t(in(0)).desc.shape)}}, {in(0)}, {out(0)});
       return;
     }
-    if (op == "Pow") {  // the exponents models use: x^2 as x * x, x^0.5 as sqrt
+    if (op == "Pow") {  // constant exponents: x^2 as x * x, x^0.5 as sqrt, other small ones as one fused expression
       const Value& e = g_.value(n.inputs.at(1));
-      const double ex = e.constant && e.constant->elements() == 1 ? e.constant->as_doubles()[0] : -1;
+      if (!e.constant || e.constant->elements() != 1) fail(n, "the exponent must be a constant scalar");
+      const double ex = e.constant->as_doubles()[0];
       const int x = in(0);
+      const std::string shape = ops::shape_string(t(x).desc.shape);
+      static const std::map<double, std::string> forms = {
+          {1.0, "x0"}, {3.0, "mul(mul(x0,x0),x0)"}, {4.0, "mul(mul(x0,x0),mul(x0,x0))"}, {-1.0, "reciprocal(x0)"},
+          {-2.0, "reciprocal(mul(x0,x0))"}, {-0.5, "rsqrt(x0)"}, {1.5, "mul(x0,sqrt(x0))"}};
       if (ex == 2.0)
-        step(n, "mul", {{"shape", ops::shape_string(t(x).desc.shape)}, {"shape_b", ops::shape_string(t(x).desc.shape)}}, {x, x}, {out(0)});
+        step(n, "mul", {{"shape", shape}, {"shape_b", shape}}, {x, x}, {out(0)});
       else if (ex == 0.5)
-        step(n, "sqrt", {{"shape", ops::shape_string(t(x).desc.shape)}}, {x}, {out(0)});
+        step(n, "sqrt", {{"shape", shape}}, {x}, {out(0)});
+      else if (const auto f = forms.find(ex); f != forms.end())
+        step(n, "fused_elementwise", {{"shape", shape}, {"expr", f->second}}, {x}, {out(0)});
       else
-        fail(n, "only the constant exponents 2 and 0.5 are supported");
+        fail(n, "the exponent " + num(ex) + " is not supported (2, 0.5, 3, 4, 1.5, 1, -0.5, -1, -2 are)");
       return;
     }
     if (op == "Softmax") {
       const int x = in(0);
-      if (axis_in(n, n.attr_int("axis", -1), t(x).desc.shape.size()) != static_cast<std::int64_t>(t(x).desc.shape.size()) - 1)
-        fail(n, "only the last axis is supported");
-      step(n, "softmax", {{"shape", ops::shape_string(t(x).desc.shape)}}, {x}, {out(0)});
+      const ops::Shape s = t(x).desc.shape;
+      const std::int64_t axis = axis_in(n, n.attr_int("axis", -1), s.size());
+      if (axis == static_cast<std::int64_t>(s.size()) - 1) {
+        step(n, "softmax", {{"shape", ops::shape_string(s)}}, {x}, {out(0)});
+        return;
+      }
+      if (g_.opset && g_.opset < 13) fail(n, "Softmax before opset 13 (over the flattened trailing dims) is supported on the last axis only");
+      // Over an inner axis: [A, K, B] -> transpose to [A, B, K] -> softmax over K -> transpose back.
+      std::uint64_t a = 1, k = s[static_cast<std::size_t>(axis)], b = 1;
+      for (std::int64_t d = 0; d < axis; ++d) a *= s[static_cast<std::size_t>(d)];
+      for (std::size_t d = static_cast<std::size_t>(axis) + 1; d < s.size(); ++d) b *= s[d];
+      const DType dt = t(x).desc.dtype;
+      const int tr = temp(n.name + "/transposed", ops::TensorDesc{{a, b, k}, dt});
+      const int sm = temp(n.name + "/softmax", ops::TensorDesc{{a, b, k}, dt});
+      step(n, "transpose", {{"shape", ops::shape_string({a, k, b})}, {"perm", "0,2,1"}}, {x}, {tr});
+      step(n, "softmax", {{"shape", ops::shape_string({a, b, k})}}, {tr}, {sm});
+      step(n, "transpose", {{"shape", ops::shape_string({a, b, k})}, {"perm", "0,2,1"}}, {sm}, {out(0)});
+      return;
+    }
+    if (op == "Slice") {
+      const int x = in(0);
+      const ops::Shape s = t(x).desc.shape;
+      const auto starts = ints_of(n, 1, "starts"), ends = ints_of(n, 2, "ends");
+      std::vector<std::int64_t> axes = ints_of(n, 3, "axes"), steps = ints_of(n, 4, "steps");
+      if (axes.empty()) for (std::size_t d = 0; d < starts.size(); ++d) axes.push_back(static_cast<std::int64_t>(d));
+      if (steps.empty()) steps.assign(axes.size(), 1);
+      if (starts.size() != axes.size() || ends.size() != axes.size() || steps.size() != axes.size())
+        fail(n, "starts, ends, axes and steps differ in length");
+      std::vector<std::int64_t> b(s.size(), 0), e(s.begin(), s.end()), st(s.size(), 1);
+      for (std::size_t k = 0; k < axes.size(); ++k) {
+        const auto d = static_cast<std::size_t>(axis_in(n, axes[k], s.size()));
+        if (steps[k] <= 0) fail(n, "negative steps are not supported");
+        b[d] = starts[k];
+        e[d] = std::min<std::int64_t>(ends[k], static_cast<std::int64_t>(s[d]));
+        st[d] = steps[k];
+      }
+      auto list = [](const std::vector<std::int64_t>& v) {
+        std::string r;
+        for (std::size_t k = 0; k < v.size(); ++k) r += (k ? "," : "") + std::to_string(v[k]);
+        return r;
+      };
+      step(n, "slice", {{"shape", ops::shape_string(s)}, {"starts", list(b)}, {"ends", list(e)}, {"steps", list(st)}}, {x}, {out(0)});
+      return;
+    }
+    if (op == "Concat") {
+      std::vector<int> ins;
+      std::string shapes;
+      for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+        ins.push_back(in(k));
+        shapes += (k ? "," : "") + ops::shape_string(t(ins.back()).desc.shape);
+      }
+      const std::int64_t axis = axis_in(n, n.attr_int("axis", 0), t(ins[0]).desc.shape.size());
+      step(n, "concat", {{"shapes", shapes}, {"axis", std::to_string(axis)}}, ins, {out(0)});
+      return;
+    }
+    if (op == "Split") {
+      const int x = in(0);
+      const ops::Shape s = t(x).desc.shape;
+      const std::int64_t axis = axis_in(n, n.attr_int("axis", 0), s.size());
+      std::vector<std::int64_t> sizes = ints_of(n, 1, "split");
+      if (const Attribute* a = n.attr("split")) sizes = a->ints;
+      std::vector<int> outs;
+      std::string list;
+      for (std::size_t k = 0; k < n.outputs.size(); ++k) {
+        outs.push_back(out(k));
+        if (sizes.size() < n.outputs.size()) sizes.push_back(static_cast<std::int64_t>(t(outs.back()).desc.shape[static_cast<std::size_t>(axis)]));
+        list += (k ? "," : "") + std::to_string(sizes[k]);
+      }
+      step(n, "split", {{"shape", ops::shape_string(s)}, {"axis", std::to_string(axis)}, {"sizes", list}}, {x}, outs);
+      return;
+    }
+    if (op == "Expand") {
+      const int x = in(0), o = out(0);
+      step(n, "expand", {{"shape", ops::shape_string(t(x).desc.shape)}, {"to", ops::shape_string(t(o).desc.shape)}}, {x}, {o});
+      return;
+    }
+    if (op == "Where") {
+      lower_where(n);
       return;
     }
     if (op == "LayerNormalization") {
+      // Over the dims from `axis` on: rows of their product, gamma and beta flattened to one row.
       const int x = in(0);
-      if (axis_in(n, n.attr_int("axis", -1), t(x).desc.shape.size()) != static_cast<std::int64_t>(t(x).desc.shape.size()) - 1)
-        fail(n, "only normalisation over the last axis is supported");
-      for (std::size_t k = 1; k < n.outputs.size(); ++k) {
-        const ValueId o = n.outputs[k];
-        if (o == kNoValue) continue;
-        const bool used = !g_.value(o).consumers.empty() || std::find(g_.outputs.begin(), g_.outputs.end(), o) != g_.outputs.end();
-        if (used) fail(n, "the Mean/InvStdDev outputs are not supported");
-      }
+      const ops::Shape s = t(x).desc.shape;
+      const std::int64_t axis = axis_in(n, n.attr_int("axis", -1), s.size());
+      std::uint64_t rows = 1, h = 1;
+      for (std::size_t d = 0; d < s.size(); ++d) (static_cast<std::int64_t>(d) < axis ? rows : h) *= s[d];
+      const int gamma = in(1);
+      if (ops::elements(t(gamma).desc.shape) != h) fail(n, "the scale has " + std::to_string(ops::elements(t(gamma).desc.shape)) + " elements, the normalised dims " + std::to_string(h));
       int beta = -1;
       if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
         beta = in(2);
       } else {
-        beta = temp(n.name + "/zero_bias", ops::TensorDesc{ops::Shape{t(x).desc.shape.back()}, t(x).desc.dtype});
-        t(beta).constant.assign(t(x).desc.shape.back() * hw::isa::dtype_bytes(t(x).desc.dtype), 0);
+        beta = temp(n.name + "/zero_bias", ops::TensorDesc{ops::Shape{h}, t(x).desc.dtype});
+        t(beta).constant.assign(h * hw::isa::dtype_bytes(t(x).desc.dtype), 0);
       }
-      step(n, "layernorm", {{"shape", ops::shape_string(t(x).desc.shape)}, {"eps", num(n.attr_float("epsilon", 1e-5f))}},
-           {x, in(1), beta}, {out(0)});
+      // Mean and InvStdDev, when the graph uses them, come from the op's fp32 row statistics.
+      std::vector<int> outs{out(0)};
+      bool stats = false;
+      for (std::size_t k = 1; k < n.outputs.size(); ++k) {
+        const ValueId o = n.outputs[k];
+        if (o == kNoValue) continue;
+        const bool used = !g_.value(o).consumers.empty() || std::find(g_.outputs.begin(), g_.outputs.end(), o) != g_.outputs.end();
+        stats = stats || used;
+      }
+      ops::Params p{{"shape", ops::shape_string({rows, h})}, {"eps", num(n.attr_float("epsilon", 1e-5f))}};
+      if (stats) {
+        p["stats"] = "1";
+        for (std::size_t k = 1; k < 3; ++k) {
+          const bool present = k < n.outputs.size() && n.outputs[k] != kNoValue;
+          const int o = present ? out(k) : temp(n.name + "/stat" + std::to_string(k), ops::TensorDesc{{rows, 1}, DType::kFp32});
+          if (t(o).desc.dtype != DType::kFp32) fail(n, "Mean and InvStdDev are supported as float32 (stash_type 1)");
+          outs.push_back(o);
+        }
+      }
+      step(n, "layernorm", p, {x, gamma, beta}, outs);
+      p_.steps.back().shapes = {{rows, h}, {h}, {h}};
       return;
     }
     if (op == "Transpose") {
-      const Attribute* a = n.attr("perm");
-      std::string perm;
-      if (a) for (std::size_t i = 0; i < a->ints.size(); ++i) perm += (i ? "," : "") + std::to_string(a->ints[i]);
-      ops::Params p{{"shape", ops::shape_string(t(in(0)).desc.shape)}};
-      if (!perm.empty()) p["perm"] = perm;
-      else {  // ONNX's default reverses all dims
-        const std::size_t r = t(in(0)).desc.shape.size();
-        for (std::size_t i = 0; i < r; ++i) perm += (i ? "," : "") + std::to_string(r - 1 - i);
-        p["perm"] = perm;
-      }
-      step(n, "transpose", p, {in(0)}, {out(0)});
+      lower_transpose(n);
       return;
     }
     if (op == "Cast") {
@@ -284,6 +386,114 @@ class Lowering {
       return;
     }
     fail(n, "not supported");
+  }
+
+  // A permutation as transpose steps the op takes (the last dim stays last, or the last two swap): at most three,
+  //   keep-last: [others, p[r-1], r-1] -> swap the last two -> keep-last: p,
+  // with `others` the remaining dims in p's order; steps that would not move anything are left out.
+  void lower_transpose(const Node& n) {
+    const int x = tensor(n.inputs.at(0), "node '" + n.name + "'"), o = tensor(n.outputs.at(0), "node '" + n.name + "'");
+    const ops::Shape s = t(x).desc.shape;
+    const std::size_t r = s.size();
+    std::vector<std::size_t> p;
+    if (const Attribute* a = n.attr("perm")) {
+      for (auto v : a->ints) p.push_back(static_cast<std::size_t>(axis_in(n, v, r)));
+    } else {
+      for (std::size_t i = r; i-- > 0;) p.push_back(i);  // ONNX's default reverses the dims
+    }
+    std::vector<std::size_t> sorted = p;
+    std::sort(sorted.begin(), sorted.end());
+    for (std::size_t i = 0; i < r; ++i)
+      if (sorted[i] != i || p.size() != r) fail(n, "perm is not a permutation of the " + std::to_string(r) + " dims");
+    auto list = [](const std::vector<std::size_t>& v) {
+      std::string out;
+      for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
+      return out;
+    };
+    // Permutes `cur` (the current dim order, as input dims) to `want` with one transpose step.
+    int at = x;
+    std::vector<std::size_t> cur(r);
+    for (std::size_t i = 0; i < r; ++i) cur[i] = i;
+    auto apply = [&](const std::vector<std::size_t>& want, bool last) {
+      if (want == cur) return;
+      std::vector<std::size_t> q;
+      ops::Shape shape;
+      for (std::size_t d : want) {
+        q.push_back(static_cast<std::size_t>(std::find(cur.begin(), cur.end(), d) - cur.begin()));
+        shape.push_back(s[d]);
+      }
+      const int dst = last ? o : temp(n.name + "/step" + std::to_string(p_.steps.size()), ops::TensorDesc{shape, t(x).desc.dtype});
+      ops::Shape from;
+      for (std::size_t d : cur) from.push_back(s[d]);
+      step(n, "transpose", {{"shape", ops::shape_string(from)}, {"perm", list(q)}}, {at}, {dst});
+      at = dst;
+      cur = want;
+    };
+    const bool direct = r < 2 || p[r - 1] == r - 1 || (p[r - 1] == r - 2 && p[r - 2] == r - 1 &&
+                                                       std::equal(p.begin(), p.end() - 2, cur.begin()));
+    if (direct) {
+      apply(p, true);
+      if (at != o) view(n, n.outputs[0], at);  // the identity permutation
+      return;
+    }
+    std::vector<std::size_t> others;
+    for (std::size_t d : p)
+      if (d != p[r - 1] && d != r - 1) others.push_back(d);
+    std::vector<std::size_t> first = others, second = others;
+    first.insert(first.end(), {p[r - 1], r - 1});
+    second.insert(second.end(), {r - 1, p[r - 1]});
+    apply(first, false);
+    apply(second, second == p);
+    apply(p, true);
+  }
+
+  // `x` broadcast to `shape` by an expand step (itself when it already has that shape).
+  int expanded(const Node& n, int x, const ops::Shape& shape) {
+    if (t(x).desc.shape == shape) return x;
+    const int e = temp(n.name + "/" + t(x).name + "/expanded", ops::TensorDesc{shape, t(x).desc.dtype});
+    step(n, "expand", {{"shape", ops::shape_string(t(x).desc.shape)}, {"to", ops::shape_string(shape)}}, {x}, {e});
+    return e;
+  }
+
+  // Where(c, a, b) as one fused_elementwise where(...): the condition, a constant (bool) tensor, becomes 0/1 in the
+  // data type; scalar constant branches become literals; inputs that do not broadcast over trailing dims are
+  // expanded first.
+  void lower_where(const Node& n) {
+    const std::string where = "node '" + n.name + "' (Where)";
+    const int o = tensor(n.outputs.at(0), where);
+    const ops::Shape shape = t(o).desc.shape;
+    const DType dt = t(o).desc.dtype;
+    std::vector<int> ins;
+    std::string args[3];
+    ops::Params p{{"shape", ops::shape_string(shape)}};
+    for (std::size_t k = 0; k < 3; ++k) {
+      const ValueId v = n.inputs.at(k);
+      const Value& val = g_.value(v);
+      if (k > 0 && val.constant && val.constant->elements() == 1) {
+        args[k] = num(val.constant->as_doubles()[0]);
+        continue;
+      }
+      int x = -1;
+      if (k == 0) {
+        if (!val.constant) fail(n, "the condition must be a constant (bool tensors do not live on the device)");
+        const ops::Shape cs = shape_of(val, where);
+        x = temp(n.name + "/condition", ops::TensorDesc{cs, dt});
+        t(x).constant = convert(*val.constant, dt);
+      } else {
+        x = tensor(v, where);
+        if (t(x).desc.dtype != dt) fail(n, "the branches differ in dtype");
+      }
+      ops::Shape xs = t(x).desc.shape;
+      while (xs.size() > 1 && xs.front() == 1) xs.erase(xs.begin());
+      if (xs.size() > shape.size() || !std::equal(xs.begin(), xs.end(), shape.end() - static_cast<std::ptrdiff_t>(xs.size())))
+        x = expanded(n, x, shape);
+      args[k] = "x" + std::to_string(ins.size());
+      p["shape_x" + std::to_string(ins.size())] = ops::shape_string(t(x).desc.shape);
+      ins.push_back(x);
+    }
+    p["expr"] = "where(" + args[0] + "," + args[1] + "," + args[2] + ")";
+    step(n, "fused_elementwise", p, ins, {o});
+    p_.steps.back().kernel = "Where";
   }
 
   // A float32 tensor as fp16 for the Cube: a compile-time conversion for constants, a device cast otherwise.

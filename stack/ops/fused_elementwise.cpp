@@ -375,9 +375,9 @@ void ew_kernel(const EwArgs& g) {
     }
     if constexpr (!f32) qin.FreeTensor(in);
     run_program(p, r, sa, sb, sc, bits, zero, len);
-    if constexpr (f32) qin.FreeTensor(in);
     LocalTensor<T> out = qout.AllocTensor<T>();
     convert(out, r[static_cast<std::size_t>(p.result)], len);
+    if constexpr (f32) qin.FreeTensor(in);  // fp32 inputs are registers themselves: free once the result is out
     qout.EnQue(out);
     out = qout.DeQue<T>();
     copy_out(g.out + at * es, out, len);

@@ -10,6 +10,12 @@
 
 namespace npusim::stack::graph::passes {
 
+// Evaluates on the host every node whose inputs are constants (Shape and Size: whose input shape is static) and
+// makes its outputs constants. Returns the number of nodes folded.
+int fold_constants(Graph& g);
+// Removes nodes none of whose outputs is used (by a node or as a graph output). Returns the number removed.
+int remove_dead_nodes(Graph& g);
+
 // MatMul(Q, Transpose(K)) -> Mul/Div by a scalar constant -> [Add(mask) | Where(causal triangle, x, -inf)] ->
 // Softmax(last axis) -> MatMul(., V)  =>  one npusim.FlashAttention node (attrs: scale, causal; mask input when
 // an Add mask was there). Returns the number of subgraphs fused.
