@@ -17,7 +17,8 @@ const std::vector<std::string>& supported_op_types() {
       "Sigmoid", "Tanh", "Erf", "Softmax", "LayerNormalization", "Transpose", "Cast", "Slice", "Concat", "Split",
       "Expand", "Where",
       "ReduceSum", "ReduceMean", "ReduceMax", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Constant",
-      "npusim.FlashAttention", "npusim.RMSNormalization", "npusim.Gelu", "npusim.MatMulBias"};
+      "npusim.FlashAttention", "npusim.RMSNormalization", "npusim.Gelu", "npusim.MatMulBias", "npusim.RoPE",
+      "npusim.AddLayerNorm", "npusim.FusedElementwise"};
   return types;
 }
 
@@ -138,7 +139,61 @@ class Lowering {
     }
     if (n.domain == "npusim" && n.op_type == "Gelu") {
       const int x = tensor(n.inputs.at(0), where);
-      step(n, "gelu", {{"shape", ops::shape_string(t(x).desc.shape)}}, {x}, {tensor(n.outputs.at(0), where)});
+      const Attribute* approx = n.attr("approximate");
+      step(n, approx && approx->s == "tanh" ? "gelu_tanh" : "gelu", {{"shape", ops::shape_string(t(x).desc.shape)}}, {x},
+           {tensor(n.outputs.at(0), where)});
+      return;
+    }
+    if (n.domain == "npusim" && n.op_type == "RoPE") {
+      const int x = tensor(n.inputs.at(0), where), c = tensor(n.inputs.at(1), where), sn = tensor(n.inputs.at(2), where);
+      const ops::Shape s = t(x).desc.shape;
+      const Attribute* layout = n.attr("layout");
+      const bool bsnd = layout && layout->s == "bsnd";
+      const ops::Shape table{s[s.size() - (bsnd ? 3 : 2)], s.back()};
+      step(n, "rope", {{"shape", ops::shape_string(s)}, {"layout", bsnd ? "bsnd" : "bnsd"}}, {x, c, sn}, {tensor(n.outputs.at(0), where)});
+      p_.steps.back().shapes = {s, table, table};
+      return;
+    }
+    if (n.domain == "npusim" && n.op_type == "AddLayerNorm") {
+      const int a = tensor(n.inputs.at(0), where), b = tensor(n.inputs.at(1), where);
+      const ops::Shape s = t(a).desc.shape;
+      const std::uint64_t h = s.back(), rows = ops::elements(s) / h;
+      const int gamma = tensor(n.inputs.at(2), where);
+      int beta = -1;
+      if (n.inputs.size() > 3 && n.inputs[3] != kNoValue) {
+        beta = tensor(n.inputs[3], where);
+      } else {
+        beta = temp(n.name + "/zero_bias", ops::TensorDesc{ops::Shape{h}, t(a).desc.dtype});
+        t(beta).constant.assign(h * hw::isa::dtype_bytes(t(a).desc.dtype), 0);
+      }
+      std::vector<int> outs{tensor(n.outputs.at(0), where)};
+      const bool sum = n.outputs.size() > 1 && n.outputs[1] != kNoValue;
+      if (sum) outs.push_back(tensor(n.outputs[1], where));
+      step(n, "add_layernorm", {{"shape", ops::shape_string({rows, h})}, {"eps", num(n.attr_float("epsilon", 1e-5f))}, {"sum", sum ? "1" : "0"}},
+           {a, b, gamma, beta}, outs);
+      p_.steps.back().shapes = {{rows, h}, {rows, h}, {h}, {h}};
+      return;
+    }
+    if (n.domain == "npusim" && n.op_type == "FusedElementwise") {
+      const int o = tensor(n.outputs.at(0), where);
+      const Attribute* expr = n.attr("expr");
+      if (!expr) fail(n, "the 'expr' attribute is missing");
+      ops::Params p{{"shape", ops::shape_string(t(o).desc.shape)}, {"expr", expr->s}};
+      std::vector<int> ins;
+      for (std::size_t k = 0; k < n.inputs.size(); ++k) {
+        const Value& v = g_.value(n.inputs[k]);
+        int x = -1;
+        if (v.constant && !device_dtype(v.type)) {  // a Where's bool condition: 0/1 in the data type
+          x = temp(n.name + "/x" + std::to_string(k), ops::TensorDesc{shape_of(v, where), t(o).desc.dtype});
+          t(x).constant = convert(*v.constant, t(o).desc.dtype);
+        } else {
+          x = tensor(n.inputs[k], where);
+        }
+        p["shape_x" + std::to_string(k)] = ops::shape_string(t(x).desc.shape);
+        ins.push_back(x);
+      }
+      step(n, "fused_elementwise", p, ins, {o});
+      if (const Attribute* k = n.attr("kernel")) p_.steps.back().kernel = k->s;
       return;
     }
     if (!n.domain.empty() && !(n.domain == "npusim" && n.op_type == "MatMulBias"))
@@ -499,6 +554,14 @@ class Lowering {
   // A float32 tensor as fp16 for the Cube: a compile-time conversion for constants, a device cast otherwise.
   int to_half(const Node& n, int x, DType cube, const std::string& what) {
     if (t(x).desc.dtype == cube) return x;
+    if (const auto it = halves_.find(x); it != halves_.end()) return it->second;  // e.g. one QKV tensor for Q, K and V
+    if (const auto it = widened_.find(x); it != widened_.end() && t(it->second).desc.dtype == cube)
+      return it->second;  // x is the exact fp32 widening of a Cube result: that result, with no cast back
+    const int h = make_half(n, x, cube, what);
+    halves_[x] = h;
+    return h;
+  }
+  int make_half(const Node& n, int x, DType cube, const std::string& what) {
     if (!t(x).constant.empty()) {
       const int c = temp(t(x).name + "/fp16", ops::TensorDesc{t(x).desc.shape, cube});
       const Tensor tmp{ElemType::kFloat32, {}, t(x).constant};
@@ -510,37 +573,45 @@ class Lowering {
     return c;
   }
 
+  // A Cube result in fp16 `result` cast to the graph's fp32 `o` (nothing when they are the same tensor).
+  void widen(const Node& n, int result, int o) {
+    if (result == o) return;
+    step(n, "cast", {{"shape", ops::shape_string(t(o).desc.shape)}, {"to", dtype_param(t(o).desc.dtype)}}, {result}, {o});
+    widened_[o] = result;
+  }
+
+  // The fused attention node (fuse_attention): Q, K, V are the buffers the pass found under the layout nodes, read
+  // with the per-tensor layouts (strides and offsets) it computed; O is written the same way into its final tensor.
   void lower_attention(const Node& n) {
     const std::string where = "node '" + n.name + "' (FlashAttention)";
+    const Attribute* shape = n.attr("shape");
+    if (!shape || shape->ints.size() != 6) fail(n, "the 'shape' attribute (B, N, KVN, S, SK, D) is missing");
     int q = tensor(n.inputs.at(0), where), k = tensor(n.inputs.at(1), where), v = tensor(n.inputs.at(2), where);
     const int o = tensor(n.outputs.at(0), where);
-    const ops::Shape qs = t(q).desc.shape, ks = t(k).desc.shape;
-    const bool rank3 = qs.size() == 3;
-    const std::uint64_t B = qs[0], N = rank3 ? 1 : qs[1], KVN = rank3 ? 1 : ks[1];
-    const std::uint64_t S = qs[qs.size() - 2], SK = ks[ks.size() - 2], D = qs.back();
     const DType dt = t(q).desc.dtype, cube = dt == DType::kFp32 ? DType::kFp16 : dt;
-    const std::string scale = num(n.attr_float("scale", 1.0f));
-    ops::Params p{{"B", std::to_string(B)}, {"N", std::to_string(N)}, {"KVN", std::to_string(KVN)}, {"S", std::to_string(S)},
-                  {"SK", std::to_string(SK)}, {"D", std::to_string(D)}, {"causal", std::to_string(n.attr_int("causal", 0))},
-                  {"scale", scale}};
+    const char* names[] = {"B", "N", "KVN", "S", "SK", "D"};
+    ops::Params p{{"causal", std::to_string(n.attr_int("causal", 0))}, {"scale", num(n.attr_float("scale", 1.0f))}};
+    for (std::size_t i = 0; i < 6; ++i) p[names[i]] = std::to_string(shape->ints[i]);
+    for (const char* tn : {"q", "k", "v", "o"}) {
+      const Attribute* l = n.attr(std::string(tn) + "_layout");
+      if (!l || l->ints.size() != 4) fail(n, std::string("the '") + tn + "_layout' attribute (b, n, s strides, offset) is missing");
+      p[std::string(tn) + "_strides"] = std::to_string(l->ints[0]) + "," + std::to_string(l->ints[1]) + "," + std::to_string(l->ints[2]);
+      p[std::string(tn) + "_offset"] = std::to_string(l->ints[3]);
+    }
     q = to_half(n, q, cube, "q");
     k = to_half(n, k, cube, "k");
     v = to_half(n, v, cube, "v");
     std::vector<int> ins{q, k, v};
-    std::vector<ops::Shape> shapes{{B, N, S, D}, {B, KVN, SK, D}, {B, KVN, SK, D}};
     if (n.inputs.size() > 3 && n.inputs[3] != kNoValue) {
       int m = tensor(n.inputs[3], where);
       if (t(m).desc.dtype != cube) m = to_half(n, m, cube, "mask");
       ins.push_back(m);
-      shapes.push_back({S, SK});
       p["mask"] = "1";
     }
     int result = o;
     if (t(o).desc.dtype != cube) result = temp(n.name + "/out_fp16", ops::TensorDesc{t(o).desc.shape, cube});
     step(n, "flash_attention", p, ins, {result});
-    p_.steps.back().shapes = shapes;
-    if (result != o)
-      step(n, "cast", {{"shape", ops::shape_string(t(o).desc.shape)}, {"to", dtype_param(t(o).desc.dtype)}}, {result}, {o});
+    widen(n, result, o);
   }
 
   void lower_matmul(const Node& n) {
@@ -598,12 +669,13 @@ class Lowering {
     shapes.push_back(batch > 1 ? ops::Shape{batch, M, K} : (ta ? ops::Shape{K, M} : ops::Shape{M, K}));
     shapes.push_back(batch > 1 ? ops::Shape{batch, K, N} : (tb ? ops::Shape{N, K} : ops::Shape{K, N}));
     if (ins.size() > 2) shapes.push_back(ops::Shape{N});
-    if (result != o)
-      step(n, "cast", {{"shape", ops::shape_string(t(o).desc.shape)}, {"to", dtype_param(t(o).desc.dtype)}}, {result}, {o});
+    widen(n, result, o);
   }
 
   const Graph& g_;
   std::vector<int> map_;
+  std::map<int, int> halves_;   // tensor -> its fp16 copy for the Cube
+  std::map<int, int> widened_;  // fp32 tensor -> the fp16 Cube result it was cast from (exact)
   Program p_;
 };
 

@@ -522,3 +522,23 @@ int remove_dead_nodes(Graph& g) {
 }
 
 }  // namespace npusim::stack::graph::passes
+
+namespace npusim::stack::graph::passes {
+
+int remove_identities(Graph& g) {
+  int removed = 0;
+  for (NodeId id : g.topo_order()) {
+    const Node& n = g.node(id);
+    if (!n.domain.empty() || n.inputs.empty() || n.outputs.size() != 1 || n.inputs[0] == kNoValue) continue;
+    const ValueId in = n.inputs[0], out = n.outputs[0];
+    const bool same_cast = n.op_type == "Cast" && g.value(in).type != ElemType::kUndefined && g.value(in).type == g.value(out).type;
+    if (n.op_type != "Identity" && !same_cast) continue;
+    if (std::find(g.outputs.begin(), g.outputs.end(), out) != g.outputs.end()) continue;
+    g.remove_node(id);
+    g.replace_uses(out, in);
+    ++removed;
+  }
+  return removed;
+}
+
+}  // namespace npusim::stack::graph::passes

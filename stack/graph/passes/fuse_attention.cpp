@@ -1,42 +1,88 @@
 // Attention fusion: the decomposed scaled-dot-product attention a framework exports becomes one FlashAttention node.
-//   scores = MatMul(Q, Kt)          Kt = Transpose(K) swapping the last two dims (or any K^T-shaped value)
+//   scores = MatMul(Q, Kt)          Kt any layout view of K with its last two dims swapped
 //   scaled = Div(scores, c) | Mul(scores, c)    c a scalar constant (optional)
-//   masked = Add(scaled, mask)                  an additive mask (optional), or
-//            Where(cond, scaled, low)           cond a constant lower-triangular [S, SK] bool, low <= -1e4: causal
+//   masked = Add(scaled, mask)                  an additive S x SK mask (optional), or
+//            Where(cond, scaled, low) | Where(cond, low, scaled)    cond a constant S x SK bool, low <= -1e4:
+//                                               the lower triangle allowed is causal, any other pattern an
+//                                               additive mask of 0 / low
 //   P      = Softmax(masked, axis = last)
 //   O      = MatMul(P, V)
-// Conditions: every intermediate value has exactly one consumer and is not a graph output; Q, K, V are rank-3 or
-// rank-4 with the same leading dims (K/V heads may divide Q heads), float; D = Q's last dim = K's last dim.
+// Q, K and V may reach the MatMuls through layout nodes (views.hpp): the Reshape/Transpose into heads, the Split of
+// a fused QKV projection, repeat_kv's Unsqueeze/Expand/Reshape for grouped-query attention. They are absorbed: the
+// fused node reads the buffers those views start from with per-tensor strides, and writes O through the
+// Transpose/Reshape back to [B, S, hidden] into that final tensor. The layout nodes left without a use go.
+// Conditions: the scores, scaled, masked and P values each have one consumer and are not graph outputs; Q, K, V
+// (and O) are rank-3 or rank-4 views whose head dim D is contiguous, D a multiple of 16 up to 256, rows at most
+// 65535 elements apart, K/V heads either per query head or grouped (KV heads, repeats with stride 0); float types.
 #include <algorithm>
 #include <cmath>
 #include <optional>
 
 #include "stack/graph/passes/match.hpp"
 #include "stack/graph/passes/passes.hpp"
+#include "stack/graph/passes/views.hpp"
 
 namespace npusim::stack::graph::passes {
 
 namespace {
 
-bool static_shape(const Value& v, std::vector<std::int64_t>* out) {
-  if (!v.shape) return false;
-  out->clear();
-  for (const Dim& d : *v.shape) {
-    if (!d.known()) return false;
-    out->push_back(d.value);
+// Where each (b, n, s, d) element of a rank-3/4 view sits: strides and offset, and the grouping of its heads.
+struct HeadLayout {
+  std::int64_t B = 1, N = 1, S = 1, D = 1;
+  std::int64_t kv_heads = 1;  // distinct heads (< N: grouped, each repeated N / kv_heads times)
+  std::int64_t bs = 0, ns = 0, ss = 0, off = 0;
+};
+
+std::optional<HeadLayout> heads_of(const View& v, bool allow_groups) {
+  if (v.rank() != 3 && v.rank() != 4) return std::nullopt;
+  const bool four = v.rank() == 4;
+  const std::size_t dd = v.rank() - 1, sd = v.rank() - 2;
+  HeadLayout h;
+  h.D = v.size(dd);
+  h.S = v.size(sd);
+  h.B = v.size(0);
+  h.N = four ? v.size(1) : 1;
+  const auto d_stride = v.simple_stride(dd), s_stride = v.simple_stride(sd), b_stride = v.simple_stride(0);
+  if (!d_stride || *d_stride != 1 || !s_stride || !b_stride) return std::nullopt;
+  h.ss = h.S > 1 ? *s_stride : h.D;
+  h.bs = *b_stride;
+  h.off = v.offset();
+  h.kv_heads = h.N;
+  if (four) {
+    const auto& atoms = v.atoms(1);
+    if (const auto ns = v.simple_stride(1); ns && (*ns != 0 || h.N == 1)) {
+      h.ns = *ns;
+    } else if (allow_groups && atoms.size() == 1 && atoms[0].stride == 0) {  // one head shared by all
+      h.kv_heads = 1;
+    } else if (allow_groups && atoms.size() == 2 && atoms[1].stride == 0 && atoms[0].stride != 0) {
+      h.kv_heads = atoms[0].size;  // (KV heads, stride), (repeats, 0): head n reads KV head n / repeats
+      h.ns = atoms[0].stride;
+    } else {
+      return std::nullopt;
+    }
   }
+  if (h.ss < h.D || h.ss > 65535 || h.D % 16 != 0 || h.D > 256) return std::nullopt;
+  return h;
+}
+
+// cond[i][j] == (j <= i) over an S x SK constant (leading 1s allowed), with `negate` reading !cond.
+bool causal_triangle(const std::vector<double>& c, std::int64_t s, std::int64_t sk, bool negate) {
+  for (std::int64_t i = 0; i < s; ++i)
+    for (std::int64_t j = 0; j < sk; ++j)
+      if (((c[static_cast<std::size_t>(i * sk + j)] != 0) != negate) != (j <= i)) return false;
   return true;
 }
 
-// cond[i][j] == (j <= i) over an S x SK constant (leading 1s allowed).
-bool causal_triangle(const Graph& g, ValueId cond, std::int64_t s, std::int64_t sk) {
-  const Value& v = g.value(cond);
-  if (!v.constant || v.constant->elements() != s * sk) return false;
-  const std::vector<double> c = v.constant->as_doubles();
-  for (std::int64_t i = 0; i < s; ++i)
-    for (std::int64_t j = 0; j < sk; ++j)
-      if ((c[static_cast<std::size_t>(i * sk + j)] != 0) != (j <= i)) return false;
-  return true;
+Attribute int_attr(std::int64_t v) {
+  Attribute a;
+  a.i = v;
+  return a;
+}
+Attribute ints_attr(std::vector<std::int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
 }
 
 }  // namespace
@@ -50,31 +96,53 @@ int fuse_attention(Graph& g) {
     if (sm < 0 || !single_use(g, mm2.inputs[0])) continue;
     const Node& softmax = g.node(sm);
     ValueId x = softmax.inputs[0];
-    std::vector<std::int64_t> xs;
-    if (!static_shape(g.value(x), &xs) || xs.size() < 3) continue;
+    const auto xs = static_shape(g.value(x));
+    if (!xs || xs->size() < 3) continue;
     const std::int64_t axis = softmax.attr_int("axis", -1);
-    if (axis != -1 && axis != static_cast<std::int64_t>(xs.size()) - 1) continue;
+    if (axis != -1 && axis != static_cast<std::int64_t>(xs->size()) - 1) continue;
     std::vector<NodeId> removed{out_mm, sm};
-    // Optional mask: Add(x, mask) or Where(triangle, x, low).
+    // Optional mask: Add(x, mask) or Where(cond, x, low) / Where(cond, low, x) with a constant condition.
     bool causal = false;
     ValueId mask = kNoValue;
-    const std::int64_t s = xs[xs.size() - 2], sk = xs.back();
+    std::optional<Tensor> where_mask;  // an additive mask made from a Where's condition
+    const std::int64_t s = (*xs)[xs->size() - 2], sk = xs->back();
     if (const NodeId add = producer(g, x, "Add"); add >= 0 && single_use(g, x)) {
       const Node& a = g.node(add);
-      std::vector<std::int64_t> ms;
-      if (!static_shape(g.value(a.inputs[1]), &ms)) continue;
+      const bool mask_first = g.value(a.inputs[0]).constant.has_value() && !g.value(a.inputs[1]).constant.has_value();
+      const ValueId m = a.inputs[mask_first ? 0 : 1];
+      const auto ms = static_shape(g.value(m));
+      if (!ms || ms->empty()) continue;
       std::int64_t n = 1;
-      for (auto d : ms) n *= d;
-      if (n != s * sk || ms.back() != sk) continue;  // one S x SK mask for every head
-      mask = a.inputs[1];
-      x = a.inputs[0];
+      for (auto d : *ms) n *= d;
+      if (n != s * sk || ms->back() != sk) continue;  // one S x SK mask for every head
+      mask = m;
+      x = a.inputs[mask_first ? 1 : 0];
       removed.push_back(add);
     } else if (const NodeId wh = producer(g, x, "Where"); wh >= 0 && single_use(g, x)) {
       const Node& w = g.node(wh);
-      const auto low = scalar_constant(g, w.inputs[2]);
-      if (!low || *low > -1e4 || !causal_triangle(g, w.inputs[0], s, sk)) continue;
-      causal = true;
-      x = w.inputs[1];
+      const Value& cond = g.value(w.inputs[0]);
+      const auto low2 = scalar_constant(g, w.inputs[2]), low1 = scalar_constant(g, w.inputs[1]);
+      const bool low_second = low2 && *low2 <= -1e4 && !low1;  // Where(allowed, x, low)
+      const bool low_first = low1 && *low1 <= -1e4 && !low2;   // Where(masked, low, x)
+      if (!cond.constant || cond.constant->elements() != s * sk || (!low_second && !low_first)) continue;
+      const std::vector<double> c = cond.constant->as_doubles();
+      const double low = low_second ? *low2 : *low1;
+      if (causal_triangle(c, s, sk, low_first)) {
+        causal = true;
+      } else {
+        Tensor t;
+        t.type = g.value(x).type;
+        const auto dt = device_dtype(t.type);
+        if (!dt) continue;
+        t.shape = {s, sk};
+        t.bytes.resize(static_cast<std::size_t>(s * sk) * elem_bytes(t.type));
+        for (std::size_t i = 0; i < c.size(); ++i) {
+          const bool allowed = (c[i] != 0) != low_first;
+          hw::isa::store_float(&t.bytes[i * elem_bytes(t.type)], *dt, allowed ? 0.0f : static_cast<float>(std::max(low, -65504.0)));
+        }
+        where_mask = std::move(t);
+      }
+      x = low_second ? w.inputs[1] : w.inputs[2];
       removed.push_back(wh);
     }
     // Optional scale: Div or Mul by a scalar constant.
@@ -83,60 +151,63 @@ int fuse_attention(Graph& g) {
       scale = 1.0 / *scalar_constant(g, g.node(div).inputs[1]);
       x = g.node(div).inputs[0];
       removed.push_back(div);
-    } else if (const NodeId mul = producer(g, x, "Mul"); mul >= 0 && single_use(g, x) && scalar_constant(g, g.node(mul).inputs[1])) {
-      scale = *scalar_constant(g, g.node(mul).inputs[1]);
-      x = g.node(mul).inputs[0];
-      removed.push_back(mul);
+    } else if (const NodeId mul = producer(g, x, "Mul"); mul >= 0 && single_use(g, x)) {
+      double c = 0;
+      if (const ValueId other = other_than_scalar(g, g.node(mul), &c); other != kNoValue) {
+        scale = c;
+        x = other;
+        removed.push_back(mul);
+      }
     }
     const NodeId mm1 = producer(g, x, "MatMul");
     if (mm1 < 0 || !single_use(g, x)) continue;
     removed.push_back(mm1);
-    const ValueId q = g.node(mm1).inputs[0];
-    ValueId k = kNoValue;
-    const ValueId kt = g.node(mm1).inputs[1];
-    if (const NodeId tr = producer(g, kt, "Transpose"); tr >= 0 && single_use(g, kt)) {
-      const Attribute* perm = g.node(tr).attr("perm");
-      std::vector<std::int64_t> ks;
-      if (!perm || !static_shape(g.value(g.node(tr).inputs[0]), &ks)) continue;
-      const std::size_t r = ks.size();
-      bool swap_last = perm->ints.size() == r && r >= 2;
-      for (std::size_t i = 0; swap_last && i < r; ++i)
-        swap_last = perm->ints[i] == static_cast<std::int64_t>(i < r - 2 ? i : (i == r - 2 ? r - 1 : r - 2));
-      if (!swap_last) continue;
-      k = g.node(tr).inputs[0];
-      removed.push_back(tr);
-    } else {
-      continue;  // K^T without a Transpose would need one added back; not taken
-    }
-    const ValueId v = mm2.inputs[1];
-    std::vector<std::int64_t> qs, ks, vs;
-    if (!static_shape(g.value(q), &qs) || !static_shape(g.value(k), &ks) || !static_shape(g.value(v), &vs)) continue;
-    if (qs.size() != ks.size() || qs.size() != vs.size() || (qs.size() != 3 && qs.size() != 4)) continue;
-    if (qs.back() != ks.back() || ks != vs || qs[qs.size() - 2] != s || ks[ks.size() - 2] != sk) continue;
-    if (qs.size() == 4 && (qs[0] != ks[0] || qs[1] % ks[1] != 0)) continue;
-    if (qs.size() == 3 && qs[0] != ks[0]) continue;
-    const ElemType t = g.value(q).type;
-    if (t != g.value(k).type || t != g.value(v).type || (t != ElemType::kFloat32 && t != ElemType::kFloat16 && t != ElemType::kBFloat16))
+    // Q, K (through K^T's view with its last two dims swapped back), V and O as strided views.
+    std::vector<NodeId> in_nodes, out_nodes;
+    ValueId qb = kNoValue, kb = kNoValue, vb = kNoValue, ob = kNoValue;
+    auto qv = view_of(g, g.node(mm1).inputs[0], &qb, &in_nodes);
+    auto ktv = view_of(g, g.node(mm1).inputs[1], &kb, &in_nodes);
+    auto vv = view_of(g, mm2.inputs[1], &vb, &in_nodes);
+    auto ov = view_into(g, mm2.outputs[0], &ob, &out_nodes);
+    if (!qv || !ktv || !vv || !ov || ktv->rank() < 2) continue;
+    std::vector<std::int64_t> swap(ktv->rank());
+    for (std::size_t d = 0; d < swap.size(); ++d) swap[d] = static_cast<std::int64_t>(d);
+    std::swap(swap[swap.size() - 1], swap[swap.size() - 2]);
+    if (!ktv->transpose(swap)) continue;
+    const auto q = heads_of(*qv, false), k = heads_of(*ktv, true), v = heads_of(*vv, true), o = heads_of(*ov, false);
+    if (!q || !k || !v || !o) continue;
+    if (q->S != s || k->S != sk || v->S != sk || k->D != q->D || v->D != q->D || o->D != q->D || o->S != s) continue;
+    if (k->B != q->B || v->B != q->B || o->B != q->B || k->N != q->N || v->N != q->N || o->N != q->N) continue;
+    if (k->kv_heads != v->kv_heads || q->N % k->kv_heads != 0) continue;
+    const ElemType t = g.value(qb).type;
+    if (t != g.value(kb).type || t != g.value(vb).type || t != g.value(ob).type ||
+        (t != ElemType::kFloat32 && t != ElemType::kFloat16 && t != ElemType::kBFloat16))
       continue;
-    // Rewrite: the fused node writes the second MatMul's output.
-    const ValueId o = mm2.outputs[0];
+    // Rewrite: the scores chain and O's layout nodes go (O's final tensor is written through o_layout); the fused
+    // node reads the buffers Q, K and V are views of, and input-side layout nodes nothing else uses go too.
     const std::string name = "FlashAttention_" + g.node(mm1).name;
+    if (where_mask) mask = g.add_constant(name + "/mask", std::move(*where_mask));
     for (NodeId r : removed) g.remove_node(r);
+    for (NodeId r : out_nodes) g.remove_node(r);
     Node fa;
     fa.name = name;
     fa.op_type = "FlashAttention";
     fa.domain = "npusim";
-    fa.inputs = {q, k, v};
+    fa.inputs = {qb, kb, vb};
     if (mask != kNoValue) fa.inputs.push_back(mask);
-    fa.outputs = {o};
+    fa.outputs = {ob};
     Attribute a_scale;
     a_scale.kind = Attribute::Kind::kFloat;
     a_scale.f = static_cast<float>(scale);
     fa.attrs["scale"] = a_scale;
-    Attribute a_causal;
-    a_causal.i = causal ? 1 : 0;
-    fa.attrs["causal"] = a_causal;
+    fa.attrs["causal"] = int_attr(causal ? 1 : 0);
+    fa.attrs["shape"] = ints_attr({q->B, q->N, k->kv_heads, s, sk, q->D});
+    fa.attrs["q_layout"] = ints_attr({q->bs, q->ns, q->ss, q->off});
+    fa.attrs["k_layout"] = ints_attr({k->bs, k->ns, k->ss, k->off});
+    fa.attrs["v_layout"] = ints_attr({v->bs, v->ns, v->ss, v->off});
+    fa.attrs["o_layout"] = ints_attr({o->bs, o->ns, o->ss, o->off});
     g.add_node(std::move(fa));
+    remove_dead_nodes(g);
     ++fused;
   }
   return fused;

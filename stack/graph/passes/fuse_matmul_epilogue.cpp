@@ -31,7 +31,8 @@ int fuse_matmul_epilogue(Graph& g) {
       const bool gelu = next.op_type == "Gelu" && next.domain == "npusim";
       const bool relu = next.op_type == "Relu" && next.domain.empty();
       if (gelu || relu) {
-        act = gelu ? "gelu" : "relu";
+        const Attribute* approx = next.attr("approximate");
+        act = !gelu ? "relu" : approx && approx->s == "tanh" ? "gelu_tanh" : "gelu";
         removed.push_back(g.value(out).consumers[0]);
         out = next.outputs[0];
       }

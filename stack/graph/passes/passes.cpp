@@ -3,12 +3,16 @@
 namespace npusim::stack::graph::passes {
 
 std::vector<std::pair<std::string, int>> run_all(Graph& g) {
+  // RoPE before attention (its heads transpose moves next to the attention, which absorbs it); the norms and GELU
+  // before the epilogue and Add+LayerNorm passes that take their results; elementwise chains last, over what is left.
+  static const std::pair<const char*, int (*)(Graph&)> passes[] = {
+      {"remove_identities", remove_identities}, {"fuse_rope", fuse_rope}, {"fuse_attention", fuse_attention},
+      {"fuse_layernorm", fuse_layernorm}, {"fuse_rmsnorm", fuse_rmsnorm}, {"fuse_softmax", fuse_softmax},
+      {"fuse_gelu", fuse_gelu}, {"fuse_add_layernorm", fuse_add_layernorm},
+      {"fuse_matmul_epilogue", fuse_matmul_epilogue}, {"fuse_elementwise", fuse_elementwise}};
   std::vector<std::pair<std::string, int>> fired;
-  if (const int n = fuse_attention(g)) fired.push_back({"fuse_attention", n});
-  if (const int n = fuse_layernorm(g)) fired.push_back({"fuse_layernorm", n});
-  if (const int n = fuse_rmsnorm(g)) fired.push_back({"fuse_rmsnorm", n});
-  if (const int n = fuse_gelu(g)) fired.push_back({"fuse_gelu", n});
-  if (const int n = fuse_matmul_epilogue(g)) fired.push_back({"fuse_matmul_epilogue", n});
+  for (const auto& [name, pass] : passes)
+    if (const int n = pass(g)) fired.push_back({name, n});
   g.compact();
   g.verify();
   return fired;

@@ -16,19 +16,30 @@ int fold_constants(Graph& g);
 // Removes nodes none of whose outputs is used (by a node or as a graph output). Returns the number removed.
 int remove_dead_nodes(Graph& g);
 
-// MatMul(Q, Transpose(K)) -> Mul/Div by a scalar constant -> [Add(mask) | Where(causal triangle, x, -inf)] ->
-// Softmax(last axis) -> MatMul(., V)  =>  one npusim.FlashAttention node (attrs: scale, causal; mask input when
-// an Add mask was there). Returns the number of subgraphs fused.
-int fuse_attention(Graph& g);
+// Identity nodes and Casts to the type they already have: their uses read the input instead (not when the output is
+// a graph output). Returns the number removed.
+int remove_identities(Graph& g);
 
-// Decomposed LayerNorm (ReduceMean/Sub/Pow/ReduceMean/Add/Sqrt/Div/Mul/Add) -> LayerNormalization (fuse_norms.cpp).
+// The fusion passes, in the order run_all runs them. Each returns the number of subgraphs it rewrote.
+// x*cos + rotate_half(x)*sin -> npusim.RoPE (BSND with the heads transpose moved after it) (fuse_rope.cpp).
+int fuse_rope(Graph& g);
+// MatMul(Q, K^T) [-> scale] [-> mask | causal Where] -> Softmax -> MatMul(., V), through layout views of Q, K, V
+// and O -> npusim.FlashAttention with per-tensor strides (fuse_attention.cpp).
+int fuse_attention(Graph& g);
+// Decomposed LayerNorm (both variance forms, Mean/InvStdDev outputs) -> LayerNormalization (fuse_norms.cpp).
 int fuse_layernorm(Graph& g);
-// Decomposed RMSNorm (Pow/ReduceMean/Add/Sqrt/Reciprocal or Div(1, .)/Mul/Mul) -> npusim.RMSNormalization.
+// Decomposed RMSNorm -> npusim.RMSNormalization (fuse_norms.cpp).
 int fuse_rmsnorm(Graph& g);
-// GELU's erf form (Div or Mul by sqrt 2 / Erf / Add 1 / Mul x / Mul 0.5) -> npusim.Gelu.
+// Exp(x - ReduceMax(x)) / ReduceSum(...) -> Softmax (fuse_softmax.cpp).
+int fuse_softmax(Graph& g);
+// GELU, erf and tanh forms -> npusim.Gelu (fuse_norms.cpp).
 int fuse_gelu(Graph& g);
+// LayerNormalization(Add(a, b)) -> npusim.AddLayerNorm with the sum as a second output when it is used elsewhere.
+int fuse_add_layernorm(Graph& g);
 // MatMul(x, W[K, N]) -> Add(bias[N]) [-> npusim.Gelu | Relu] -> npusim.MatMulBias (act attribute).
 int fuse_matmul_epilogue(Graph& g);
+// Connected elementwise nodes of one shape -> npusim.FusedElementwise (expr attribute) (fuse_elementwise.cpp).
+int fuse_elementwise(Graph& g);
 
 // Runs every pass in order; returns (pass name, times it fired) for the passes that fired.
 std::vector<std::pair<std::string, int>> run_all(Graph& g);
