@@ -82,7 +82,7 @@ int run_model_command(const RunOptions& opts) {
     throw InputError(opts.model + ": " + e.what());
   }
   // Every step is planned (tiling, shapes) before anything is simulated.
-  const graph::Executor executor(program, loaded.chip);
+  const graph::Executor executor(program, loaded.chip, opts.streams);
   const hw::core::Mode mode = opts.functional ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
 
   if ((!opts.inputs_dir.empty() || !opts.outputs_dir.empty()) && !opts.functional)
@@ -140,6 +140,8 @@ int run_model_command(const RunOptions& opts) {
                      {"passes", passes_json},
                      {"kernels", program.steps.size()},
                      {"peak_device_bytes", ex.device_bytes},
+                     {"constant_bytes", ex.constant_bytes},
+                     {"arena_bytes", ex.arena_bytes},
                      {"unplanned_device_bytes", ex.naive_bytes},
                      {"streams", ex.streams},
                      {"steps", ex.steps}};
@@ -183,7 +185,9 @@ int run_model_command(const RunOptions& opts) {
             << nodes_before << " nodes -> " << g.live_nodes() << " after fusion -> " << program.steps.size() << " kernels\n";
   for (const auto& [name, count] : fired) std::cout << "  pass        " << name << " fired " << count << " time(s)\n";
   std::cout << "  device      " << report["cycles"].get<std::uint64_t>() << " cycles, " << report["time_us"].get<double>()
-            << " us, " << ex.device_bytes << " B of device memory\n";
+            << " us on " << ex.streams << " stream(s)\n";
+  std::cout << "  memory      " << ex.device_bytes << " B of device memory at the peak (" << ex.constant_bytes
+            << " B constants + " << ex.arena_bytes << " B activation arena; " << ex.naive_bytes << " B without reuse)\n";
   if (outputs.tracing()) std::cout << "  trace       " << opts.trace << "\n";
   return 0;
 }

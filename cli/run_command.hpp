@@ -1,6 +1,7 @@
 // `npusim run MODEL.onnx`: a whole model through the stack: ONNX import, lowering to library ops, the runtime.
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -14,6 +15,7 @@ struct RunOptions {
   bool functional = false;
   std::string inputs_dir, outputs_dir;  // .npy per graph input/output, named after it (functional mode)
   bool no_fusion = false;
+  std::uint32_t streams = 4;  // at most this many streams (stream assignment)
   bool json = false;
   std::string trace;
   std::string summary;

@@ -19,7 +19,8 @@ PACKAGES=(
   libbenchmark-dev        # Google Benchmark
   libonnx-dev libprotobuf-dev protobuf-compiler   # ONNX import
   libonnx-testdata        # ONNX node tests (conformance)
-  python3-onnx python3-numpy                      # test models written by tests/framework/make_models.py
+  python3-onnx python3-numpy                      # test models built by tests/framework/*.py
+  python3-torch                                   # the example models (examples/models/make_models.py)
 )
 
 build=1

@@ -4,7 +4,7 @@
 
 namespace npusim::stack::graph {
 
-Executor::Executor(const Program& p, const config::ChipConfig& chip) : p_(p) {
+Executor::Executor(const Program& p, const config::ChipConfig& chip, std::uint32_t max_streams) : p_(p) {
   for (const Step& s : p.steps) {
     const ops::OpDef* op = ops::find_op(s.op);
     if (!op) throw InputError("node '" + s.node + "': no library op '" + s.op + "'");
@@ -30,7 +30,8 @@ Executor::Executor(const Program& p, const config::ChipConfig& chip) : p_(p) {
   }
   std::vector<std::uint64_t> workspaces;
   for (const ops::OpPlan& plan : plans_) workspaces.push_back(plan.workspace_bytes);
-  memory_ = plan_memory(p, workspaces);
+  streams_ = assign_streams(p, max_streams);
+  memory_ = plan_memory(p, workspaces, streams_);
 }
 
 Execution Executor::run(runtime::Device& dev, const std::vector<std::vector<std::uint8_t>>& inputs) const {
@@ -39,37 +40,59 @@ Execution Executor::run(runtime::Device& dev, const std::vector<std::vector<std:
   if (functional && inputs.size() != p_.inputs.size())
     throw InputError("the program takes " + std::to_string(p_.inputs.size()) + " inputs, " + std::to_string(inputs.size()) + " given");
   dev.run([&](runtime::Device& d) {
-    const runtime::Stream s = d.create_stream();  // one stream: the memory plan assumes graph order
-    ex.streams = 1;
+    std::vector<runtime::Stream> streams;
+    for (std::uint32_t k = 0; k < streams_.streams; ++k) streams.push_back(d.create_stream());
+    ex.streams = streams_.streams;
+    const runtime::Stream s0 = streams[0];
+    const std::uint64_t constants = d.malloc(std::max<std::uint64_t>(memory_.constant_bytes, MemoryPlan::kAlign));
     const std::uint64_t arena = d.malloc(std::max<std::uint64_t>(memory_.arena_bytes, MemoryPlan::kAlign));
-    ex.device_bytes = memory_.arena_bytes;
+    ex.device_bytes = memory_.peak_bytes();
+    ex.constant_bytes = memory_.constant_bytes;
+    ex.arena_bytes = memory_.arena_bytes;
     ex.naive_bytes = memory_.naive_bytes;
     std::vector<std::uint64_t> addr(p_.tensors.size(), 0);
-    for (std::size_t i = 0; i < p_.tensors.size(); ++i) addr[i] = arena + memory_.offset[i];
+    for (std::size_t i = 0; i < p_.tensors.size(); ++i) addr[i] = (memory_.constant[i] ? constants : arena) + memory_.offset[i];
     for (std::size_t i = 0; i < p_.tensors.size(); ++i) {
       const ProgramTensor& t = p_.tensors[i];
-      if (!t.constant.empty() && t.alias < 0) d.memcpy_async(addr[i], t.constant.data(), t.constant.size(), s);
+      if (!t.constant.empty() && t.alias < 0) d.memcpy_async(addr[i], t.constant.data(), t.constant.size(), s0);
     }
     for (std::size_t k = 0; k < p_.inputs.size(); ++k) {
       const auto i = static_cast<std::size_t>(p_.inputs[k]);
-      d.memcpy_async(addr[i], functional ? inputs.at(k).data() : nullptr, p_.tensors[i].desc.bytes(), s);
+      d.memcpy_async(addr[i], functional ? inputs.at(k).data() : nullptr, p_.tensors[i].desc.bytes(), s0);
     }
+    // The other streams start once the copies are in.
+    if (streams.size() > 1) {
+      const runtime::Event copied = d.create_event();
+      d.record(copied, s0);
+      for (std::size_t k = 1; k < streams.size(); ++k) d.wait(copied, streams[k]);
+    }
+    std::vector<runtime::Event> events;
+    for (std::uint32_t e = 0; e < streams_.events; ++e) events.push_back(d.create_event());
     for (std::size_t k = 0; k < p_.steps.size(); ++k) {
       const Step& st = p_.steps[k];
       const ops::OpPlan& plan = plans_[k];
+      const runtime::Stream s = streams[streams_.stream[k]];
+      for (std::int32_t e : streams_.waits[k]) d.wait(events[static_cast<std::size_t>(e)], s);
       std::vector<std::uint64_t> buf;
       for (int i : st.inputs) buf.push_back(addr[static_cast<std::size_t>(i)]);
       for (int o : st.outputs) buf.push_back(addr[static_cast<std::size_t>(o)]);
       if (plan.workspace_bytes) buf.push_back(arena + memory_.workspace_offset[k]);
       const std::string kernel = st.kernel.empty() ? ops::kernel_name(st.op) : st.kernel;
       d.launch(kernel, plan.type, plan.block_dim, plan.kernel(buf), s);
-      ex.steps.push_back({{"node", st.node}, {"op", st.op}, {"kernel", kernel}, {"block_dim", plan.block_dim}, {"tiling", plan.tiling}});
+      if (streams_.event_of[k] >= 0) d.record(events[static_cast<std::size_t>(streams_.event_of[k])], s);
+      ex.steps.push_back({{"node", st.node}, {"op", st.op}, {"kernel", kernel}, {"block_dim", plan.block_dim},
+                          {"stream", streams_.stream[k]}, {"tiling", plan.tiling}});
+    }
+    for (std::size_t k = 1; k < streams.size(); ++k) {  // stream 0 copies the outputs once every stream is done
+      const runtime::Event done = d.create_event();
+      d.record(done, streams[k]);
+      d.wait(done, s0);
     }
     ex.outputs.resize(p_.outputs.size());
     for (std::size_t k = 0; k < p_.outputs.size(); ++k) {
       const auto i = static_cast<std::size_t>(p_.outputs[k]);
       if (functional) ex.outputs[k].resize(p_.tensors[i].desc.bytes());
-      d.memcpy_async(functional ? ex.outputs[k].data() : nullptr, addr[i], p_.tensors[i].desc.bytes(), s);
+      d.memcpy_async(functional ? ex.outputs[k].data() : nullptr, addr[i], p_.tensors[i].desc.bytes(), s0);
     }
     d.synchronize();
   });

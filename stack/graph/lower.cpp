@@ -41,10 +41,30 @@ class Lowering {
     for (ValueId in : g_.inputs) p_.inputs.push_back(tensor(in, "graph input"));
     for (NodeId id : g_.topo_order()) node(g_.node(id));
     for (ValueId out : g_.outputs) p_.outputs.push_back(tensor(out, "graph output"));
+    drop_unread_steps();
     return std::move(p_);
   }
 
  private:
+  // Steps none of whose outputs is read (by a later step, through a view, or as a graph output) are dropped: the
+  // widening casts of Cube results that only went back to the Cube.
+  void drop_unread_steps() {
+    auto base = [&](int x) { return t(x).alias >= 0 ? t(x).alias : x; };
+    for (bool again = true; again;) {
+      again = false;
+      std::vector<bool> read(p_.tensors.size(), false);
+      for (int o : p_.outputs) read[static_cast<std::size_t>(base(o))] = true;
+      for (const Step& st : p_.steps)
+        for (int i : st.inputs) read[static_cast<std::size_t>(base(i))] = true;
+      for (std::size_t k = p_.steps.size(); k-- > 0;) {
+        const Step& st = p_.steps[k];
+        if (std::any_of(st.outputs.begin(), st.outputs.end(), [&](int o) { return read[static_cast<std::size_t>(base(o))]; })) continue;
+        p_.steps.erase(p_.steps.begin() + static_cast<std::ptrdiff_t>(k));
+        again = true;
+      }
+    }
+  }
+
   [[noreturn]] void fail(const Node& n, const std::string& what) const {
     throw InputError("node '" + n.name + "' (" + n.op_type + "): " + what);
   }
@@ -103,7 +123,7 @@ class Lowering {
   ProgramTensor& t(int i) { return p_.tensors[static_cast<std::size_t>(i)]; }
 
   void step(const Node& n, const std::string& op, ops::Params params, std::vector<int> in, std::vector<int> out) {
-    p_.steps.push_back(Step{n.name, op, {}, std::move(params), std::move(in), std::move(out), {}});
+    p_.steps.push_back(Step{n.name, op, std::move(params), std::move(in), std::move(out), {}, {}});
   }
   void view(const Node& n, ValueId out, int base) {
     const int o = tensor(out, "node '" + n.name + "'");
@@ -303,6 +323,7 @@ class Lowering {
       const int tr = temp(n.name + "/transposed", ops::TensorDesc{{a, b, k}, dt});
       const int sm = temp(n.name + "/softmax", ops::TensorDesc{{a, b, k}, dt});
       step(n, "transpose", {{"shape", ops::shape_string({a, k, b})}, {"perm", "0,2,1"}}, {x}, {tr});
+      p_.steps.back().shapes = {{a, k, b}};
       step(n, "softmax", {{"shape", ops::shape_string({a, b, k})}}, {tr}, {sm});
       step(n, "transpose", {{"shape", ops::shape_string({a, b, k})}, {"perm", "0,2,1"}}, {sm}, {out(0)});
       return;

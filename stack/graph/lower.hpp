@@ -27,10 +27,10 @@ struct ProgramTensor {
 struct Step {
   std::string node;  // the graph node it comes from
   std::string op;    // library op
-  std::string kernel;  // the kernel's name in tasks and traces (empty: the op's CamelCase name)
   ops::Params params;
   std::vector<int> inputs, outputs;  // program tensors
   std::vector<ops::Shape> shapes;    // when set: the shapes the op sees its inputs as (same bytes, e.g. M x K)
+  std::string kernel;                // the kernel's name in tasks and traces (empty: the op's CamelCase name)
 };
 
 struct Program {

@@ -115,7 +115,7 @@ const std::vector<OpDef>& all_ops() {
 std::string kernel_name(const std::string& op) {
   static const std::map<std::string, std::string> special = {
       {"matmul", "MatMul"}, {"layernorm", "LayerNorm"}, {"rmsnorm", "RMSNorm"}, {"swiglu", "SwiGLU"},
-      {"rope", "RoPE"}, {"rope_interleaved", "RoPEInterleaved"}, {"silu", "SiLU"}, {"gelu_tanh", "GeluTanh"}};
+      {"rope", "RoPE"}, {"add_layernorm", "AddLayerNorm"}, {"rope_interleaved", "RoPEInterleaved"}, {"silu", "SiLU"}, {"gelu_tanh", "GeluTanh"}};
   if (const auto it = special.find(op); it != special.end()) return it->second;
   std::string out;
   bool up = true;

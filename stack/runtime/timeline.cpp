@@ -173,12 +173,17 @@ nlohmann::json runtime_report(const Device& dev) {
 }
 
 nlohmann::json run_report(Device& dev, double wall_seconds) {
-  fw::kernel::LaunchResult result;
+  // The simulated instructions and the pipe overlaps count every kernel of the run; `kernel` describes the last one
+  // (the only one of `npusim op` and `npusim kernel`).
+  fw::kernel::LaunchResult result, last;
   std::string name;
+  std::size_t kernels = 0;
   for (const auto& t : dev.tasks()) {
     if (t.type != fw::ts::TaskType::kKernel) continue;
-    result.runs = t.runs;
+    result.runs.insert(result.runs.end(), t.runs.begin(), t.runs.end());
+    last.runs = t.runs;
     name = t.name;
+    ++kernels;
   }
   result.start = UINT64_MAX;
   std::vector<std::string> used;
@@ -191,18 +196,32 @@ nlohmann::json run_report(Device& dev, double wall_seconds) {
   if (result.runs.empty()) result.start = 0;
   result.cores_used = static_cast<std::uint32_t>(used.size());
   result.wall_seconds = wall_seconds;
-  const nlohmann::json view = fw::kernel::launch_report(result, dev.chip(), name);
+  const nlohmann::json all = fw::kernel::launch_report(result, dev.chip(), name);
+  last.start = UINT64_MAX;
+  std::vector<std::string> last_used;
+  for (const auto& r : last.runs) {
+    last.start = std::min(last.start, r.start);
+    last.end = std::max(last.end, r.end);
+    last.instructions += r.instructions;
+    if (std::find(last_used.begin(), last_used.end(), r.core) == last_used.end()) last_used.push_back(r.core);
+  }
+  if (last.runs.empty()) last.start = 0;
+  last.cores_used = static_cast<std::uint32_t>(last_used.size());
+  last.wall_seconds = wall_seconds;
+  const nlohmann::json view = kernels > 1 ? fw::kernel::launch_report(last, dev.chip(), name) : all;
   nlohmann::json report = runtime_report(dev);
-  report["overlap"] = view["overlap"];
-  report["memory"] = view["memory"];
-  report["sim"] = view["sim"];
-  for (auto& t : report["tasks"]) {
-    if (t["type"] == "kernel" && t["name"] == name) {
-      t["pipes"] = view["tasks"][0]["pipes"];
-      t["cores"] = result.cores_used;
+  report["overlap"] = all["overlap"];
+  report["memory"] = all["memory"];
+  report["sim"] = all["sim"];
+  if (kernels == 1) {
+    for (auto& t : report["tasks"]) {
+      if (t["type"] == "kernel" && t["name"] == name) {
+        t["pipes"] = view["tasks"][0]["pipes"];
+        t["cores"] = result.cores_used;
+      }
     }
   }
-  report["kernel"] = {{"cycles", view["cycles"]}, {"time_us", view["time_us"]}, {"cores", result.cores_used},
+  report["kernel"] = {{"cycles", view["cycles"]}, {"time_us", view["time_us"]}, {"cores", last.cores_used},
                       {"pipes", view["tasks"][0]["pipes"]}};
   return report;
 }

@@ -134,8 +134,8 @@ TEST(MemoryPlan, BuffersWithDisjointLifetimesShareMemory) {
   const int x = tensor("x", 1024), a = tensor("a", 1024), b = tensor("b", 1024), c = tensor("c", 1024);
   p.inputs = {x};
   p.outputs = {c};
-  p.steps = {Step{"n0", "relu", {}, {x}, {a}, {}}, Step{"n1", "relu", {}, {a}, {b}, {}}, Step{"n2", "relu", {}, {b}, {c}, {}}};
-  const MemoryPlan m = plan_memory(p, {0, 0, 0});
+  p.steps = {Step{"n0", "relu", {}, {x}, {a}, {}, {}}, Step{"n1", "relu", {}, {a}, {b}, {}, {}}, Step{"n2", "relu", {}, {b}, {c}, {}, {}}};
+  const MemoryPlan m = plan_memory(p, {0, 0, 0}, assign_streams(p, 1));
   EXPECT_EQ(m.naive_bytes, 4u * 4096);
   EXPECT_EQ(m.arena_bytes, 2u * 4096);  // never more than two live at once
   EXPECT_NE(m.offset[static_cast<std::size_t>(x)], m.offset[static_cast<std::size_t>(a)]);
@@ -147,7 +147,7 @@ TEST(MemoryPlan, BuffersWithDisjointLifetimesShareMemory) {
   v.desc = {ops::Shape{32, 32}, hw::isa::DType::kFp32};
   v.alias = b;
   p.tensors.push_back(v);
-  const MemoryPlan w = plan_memory(p, {0, 8192, 0});
+  const MemoryPlan w = plan_memory(p, {0, 8192, 0}, assign_streams(p, 1));
   EXPECT_EQ(w.offset.back(), w.offset[static_cast<std::size_t>(b)]);
   EXPECT_EQ(w.arena_bytes, 2u * 4096 + 8192);  // step 1 holds a, b and its workspace
 }

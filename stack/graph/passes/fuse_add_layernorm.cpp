@@ -12,7 +12,7 @@ int fuse_add_layernorm(Graph& g) {
   int fused = 0;
   for (NodeId id : g.topo_order()) {
     const Node& ln = g.node(id);
-    if (!ln.alive || ln.op_type != "LayerNormalization" || !ln.domain.empty()) continue;
+    if (!ln.alive || !well_formed(ln) || ln.op_type != "LayerNormalization" || !ln.domain.empty()) continue;
     bool stats = false;
     for (std::size_t k = 1; k < ln.outputs.size(); ++k)
       if (ln.outputs[k] != kNoValue && (!g.value(ln.outputs[k]).consumers.empty() ||

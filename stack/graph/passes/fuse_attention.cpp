@@ -91,7 +91,7 @@ int fuse_attention(Graph& g) {
   int fused = 0;
   for (NodeId out_mm : g.topo_order()) {
     const Node& mm2 = g.node(out_mm);
-    if (!mm2.alive || mm2.op_type != "MatMul" || !mm2.domain.empty()) continue;
+    if (!mm2.alive || !well_formed(mm2) || mm2.op_type != "MatMul" || !mm2.domain.empty()) continue;
     const NodeId sm = producer(g, mm2.inputs[0], "Softmax");
     if (sm < 0 || !single_use(g, mm2.inputs[0])) continue;
     const Node& softmax = g.node(sm);

@@ -11,7 +11,7 @@ int fuse_matmul_epilogue(Graph& g) {
   int fused = 0;
   for (NodeId id : g.topo_order()) {
     const Node& mm = g.node(id);
-    if (!mm.alive || mm.op_type != "MatMul" || !mm.domain.empty()) continue;
+    if (!mm.alive || !well_formed(mm) || mm.op_type != "MatMul" || !mm.domain.empty()) continue;
     const Value& w = g.value(mm.inputs[1]);
     if (!w.shape || w.shape->size() != 2 || !(*w.shape)[1].known()) continue;
     const std::int64_t n = (*w.shape)[1].value;
@@ -19,7 +19,7 @@ int fuse_matmul_epilogue(Graph& g) {
     if (!single_use(g, y)) continue;
     const NodeId add = g.value(y).consumers[0];
     const Node& a = g.node(add);
-    if (a.op_type != "Add" || !a.domain.empty()) continue;
+    if (a.op_type != "Add" || !a.domain.empty() || !well_formed(a)) continue;
     const ValueId bias = a.inputs[0] == y ? a.inputs[1] : a.inputs[0];
     const Value& b = g.value(bias);
     if (!b.shape || b.shape->size() != 1 || !(*b.shape)[0].known() || (*b.shape)[0].value != n) continue;

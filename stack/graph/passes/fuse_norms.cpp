@@ -74,7 +74,7 @@ ValueId affine(const Graph& g, ValueId v, std::int64_t n, ValueId* gamma, ValueI
   if (!single_use(g, v)) return v;
   const NodeId mul = g.value(v).consumers[0];
   const Node& m = g.node(mul);
-  if (m.op_type != "Mul" || !m.domain.empty()) return v;
+  if (m.op_type != "Mul" || !m.domain.empty() || !well_formed(m)) return v;
   const ValueId other = m.inputs[0] == v ? m.inputs[1] : m.inputs[0];
   if (!row_param(g, other, n)) return v;
   *gamma = other;
@@ -83,7 +83,7 @@ ValueId affine(const Graph& g, ValueId v, std::int64_t n, ValueId* gamma, ValueI
   if (!with_beta || !single_use(g, out)) return out;
   const NodeId add = g.value(out).consumers[0];
   const Node& a = g.node(add);
-  if (a.op_type != "Add" || !a.domain.empty()) return out;
+  if (a.op_type != "Add" || !a.domain.empty() || !well_formed(a)) return out;
   const ValueId b = a.inputs[0] == out ? a.inputs[1] : a.inputs[0];
   if (!row_param(g, b, n)) return out;
   *beta = b;
@@ -122,7 +122,7 @@ ValueId times_half_x(const Graph& g, ValueId t, ValueId x, std::vector<NodeId>* 
     if (!single_use(g, cur)) return kNoValue;
     const NodeId m = g.value(cur).consumers[0];
     const Node& n = g.node(m);
-    if (n.op_type != "Mul" || !n.domain.empty()) return kNoValue;
+    if (n.op_type != "Mul" || !n.domain.empty() || !well_formed(n)) return kNoValue;
     const ValueId other = n.inputs[0] == cur ? n.inputs[1] : n.inputs[0];
     double c = 0;
     if (!has_x && other == x) {
@@ -167,7 +167,7 @@ int fuse_layernorm(Graph& g) {
   int fused = 0;
   for (NodeId id : g.topo_order()) {
     const Node& div = g.node(id);
-    if (!div.alive || div.op_type != "Div" || !div.domain.empty()) continue;
+    if (!div.alive || !well_formed(div) || div.op_type != "Div" || !div.domain.empty()) continue;
     const ValueId dev = div.inputs[0], std_v = div.inputs[1];
     std::vector<NodeId> nodes{id};
     ValueId var = kNoValue;
@@ -235,7 +235,7 @@ int fuse_rmsnorm(Graph& g) {
   int fused = 0;
   for (NodeId id : g.topo_order()) {
     const Node& mul = g.node(id);
-    if (!mul.alive || mul.op_type != "Mul" || !mul.domain.empty()) continue;
+    if (!mul.alive || !well_formed(mul) || mul.op_type != "Mul" || !mul.domain.empty()) continue;
     for (int side = 0; side < 2; ++side) {
       const ValueId x = mul.inputs[static_cast<std::size_t>(side)], r = mul.inputs[static_cast<std::size_t>(1 - side)];
       if (!single_use(g, r)) continue;
@@ -277,7 +277,7 @@ int fuse_gelu(Graph& g) {
   int fused = 0;
   for (NodeId id : g.topo_order()) {
     const Node& core = g.node(id);
-    if (!core.alive || !core.domain.empty() || (core.op_type != "Erf" && core.op_type != "Tanh")) continue;
+    if (!core.alive || !well_formed(core) || !core.domain.empty() || (core.op_type != "Erf" && core.op_type != "Tanh")) continue;
     const bool tanh = core.op_type == "Tanh";
     const ValueId arg = core.inputs[0];
     if (!single_use(g, arg) || !single_use(g, core.outputs[0])) continue;
@@ -317,7 +317,7 @@ int fuse_gelu(Graph& g) {
       if (!matched) continue;
     }
     const NodeId add1 = g.value(core.outputs[0]).consumers[0];
-    if (g.node(add1).op_type != "Add" || !g.node(add1).domain.empty() ||
+    if (g.node(add1).op_type != "Add" || !g.node(add1).domain.empty() || !well_formed(g.node(add1)) ||
         other_than_scalar(g, g.node(add1), &c) != core.outputs[0] || !near(c, 1.0))
       continue;
     nodes.push_back(add1);

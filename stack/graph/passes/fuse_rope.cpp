@@ -64,7 +64,7 @@ int fuse_rope(Graph& g) {
   int fused = 0;
   for (NodeId id : g.topo_order()) {
     const Node& add = g.node(id);
-    if (!add.alive || add.op_type != "Add" || !add.domain.empty()) continue;
+    if (!add.alive || !well_formed(add) || add.op_type != "Add" || !add.domain.empty()) continue;
     for (int side = 0; side < 2; ++side) {
       const ValueId cos_term = add.inputs[static_cast<std::size_t>(side)], sin_term = add.inputs[static_cast<std::size_t>(1 - side)];
       // The rotated half: Mul(Concat(Neg(x2), x1), sin).

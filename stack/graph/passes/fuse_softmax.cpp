@@ -29,7 +29,7 @@ int fuse_softmax(Graph& g) {
   int fused = 0;
   for (NodeId id : g.topo_order()) {
     const Node& div = g.node(id);
-    if (!div.alive || div.op_type != "Div" || !div.domain.empty()) continue;
+    if (!div.alive || !well_formed(div) || div.op_type != "Div" || !div.domain.empty()) continue;
     const ValueId e = div.inputs[0], sum = div.inputs[1];
     const NodeId exp = producer(g, e, "Exp"), rs = producer(g, sum, "ReduceSum");
     if (exp < 0 || rs < 0 || g.node(rs).inputs[0] != e || !single_use(g, sum) || g.value(e).consumers.size() != 2) continue;

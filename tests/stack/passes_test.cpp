@@ -1,0 +1,420 @@
+// The graph passes on small graphs built here: constant folding, strided views, each fusion pass (what it matches,
+// what it leaves), stream assignment and stream-aware memory planning. The values the fused graphs compute are
+// checked end to end against NumPy and PyTorch in tests/framework/*.py.
+#include <gtest/gtest.h>
+
+#include <cmath>
+#include <cstring>
+#include <limits>
+
+#include "stack/graph/graph.hpp"
+#include "stack/graph/memory_plan.hpp"
+#include "stack/graph/passes/passes.hpp"
+#include "stack/graph/passes/views.hpp"
+#include "stack/graph/streams.hpp"
+
+namespace npusim::stack::graph {
+namespace {
+
+using Shape = std::vector<std::int64_t>;
+
+Dims dims(const Shape& s) {
+  Dims d;
+  for (auto v : s) d.push_back(Dim::of(v));
+  return d;
+}
+
+// A small graph builder: inputs, constants and nodes with the output shapes given (as ONNX inference would).
+struct Builder {
+  Graph g;
+  int next = 0;
+  ValueId input(const std::string& name, const Shape& s, ElemType t = ElemType::kFloat32) {
+    const ValueId v = g.add_value(name, t, dims(s));
+    g.inputs.push_back(v);
+    return v;
+  }
+  ValueId floats(const std::vector<float>& v, const Shape& s = {}) {
+    Tensor t{ElemType::kFloat32, s, std::vector<std::uint8_t>(v.size() * 4)};
+    std::memcpy(t.bytes.data(), v.data(), v.size() * 4);
+    return g.add_constant("c" + std::to_string(next++), t);
+  }
+  ValueId ints(const std::vector<std::int64_t>& v) {
+    Tensor t{ElemType::kInt64, {static_cast<std::int64_t>(v.size())}, std::vector<std::uint8_t>(v.size() * 8)};
+    std::memcpy(t.bytes.data(), v.data(), v.size() * 8);
+    return g.add_constant("i" + std::to_string(next++), t);
+  }
+  ValueId bools(const std::vector<bool>& v, const Shape& s) {
+    Tensor t{ElemType::kBool, s, std::vector<std::uint8_t>(v.size())};
+    for (std::size_t i = 0; i < v.size(); ++i) t.bytes[i] = v[i];
+    return g.add_constant("b" + std::to_string(next++), t);
+  }
+  ValueId op(const std::string& type, std::vector<ValueId> in, const Shape& out, std::map<std::string, Attribute> attrs = {},
+             ElemType t = ElemType::kFloat32) {
+    const ValueId o = g.add_value(type + "_" + std::to_string(next) + "_out", t, dims(out));
+    Node n;
+    n.name = type + "_" + std::to_string(next++);
+    n.op_type = type;
+    n.inputs = std::move(in);
+    n.outputs = {o};
+    n.attrs = std::move(attrs);
+    g.add_node(std::move(n));
+    return o;
+  }
+  NodeId node_of(ValueId v) const { return g.value(v).producer; }
+};
+
+Attribute ints_attr(std::vector<std::int64_t> v) {
+  Attribute a;
+  a.kind = Attribute::Kind::kInts;
+  a.ints = std::move(v);
+  return a;
+}
+Attribute int_attr(std::int64_t v) {
+  Attribute a;
+  a.i = v;
+  return a;
+}
+
+std::vector<std::string> live_ops(const Graph& g) {
+  std::vector<std::string> out;
+  for (NodeId id : g.topo_order()) out.push_back((g.node(id).domain.empty() ? "" : g.node(id).domain + ".") + g.node(id).op_type);
+  return out;
+}
+
+// --- Constant folding ----------------------------------------------------------------------------------------------
+
+TEST(FoldConstants, ShapeArithmeticFoldsAndTheReshapeKeepsItsData) {
+  Builder b;
+  const ValueId x = b.input("x", {8, 4, 16});
+  const ValueId shape = b.op("Shape", {x}, {3}, {}, ElemType::kInt64);
+  const ValueId d0 = b.op("Gather", {shape, b.ints({0})}, {1}, {{"axis", int_attr(0)}}, ElemType::kInt64);
+  const ValueId cat = b.op("Concat", {d0, b.ints({-1})}, {2}, {{"axis", int_attr(0)}}, ElemType::kInt64);
+  const ValueId y = b.op("Reshape", {x, cat}, {8, 64});
+  b.g.outputs = {y};
+  EXPECT_EQ(passes::fold_constants(b.g), 3);  // Shape, Gather, Concat; the Reshape reads x
+  passes::remove_dead_nodes(b.g);
+  EXPECT_EQ(live_ops(b.g), std::vector<std::string>{"Reshape"});
+  EXPECT_EQ(b.g.value(cat).constant->as_ints(), (std::vector<std::int64_t>{8, -1}));
+  b.g.verify();
+}
+
+TEST(FoldConstants, MaskArithmeticFoldsExactlyAndLargeResultsStayNodes) {
+  Builder b;
+  // Where(Equal(ConstantOfShape([2]) * -1, -1), 1, 0) over two elements, and a Slice with INT64_MAX as its end.
+  Attribute one;
+  one.kind = Attribute::Kind::kTensor;
+  one.t = Tensor{ElemType::kInt64, {1}, std::vector<std::uint8_t>(8)};
+  const std::int64_t v1 = 1;
+  std::memcpy(one.t.bytes.data(), &v1, 8);
+  const ValueId cs = b.op("ConstantOfShape", {b.ints({2})}, {2}, {{"value", one}}, ElemType::kInt64);
+  const ValueId neg = b.op("Mul", {cs, b.ints({-1})}, {2}, {}, ElemType::kInt64);
+  const ValueId eq = b.op("Equal", {neg, b.ints({-1})}, {2}, {}, ElemType::kBool);
+  const ValueId wh = b.op("Where", {eq, b.ints({7}), b.ints({3})}, {2}, {}, ElemType::kInt64);
+  const ValueId sl = b.op("Slice", {b.ints({10, 11, 12, 13}), b.ints({1}), b.ints({std::numeric_limits<std::int64_t>::max()})}, {3}, {},
+                          ElemType::kInt64);
+  const ValueId big = b.op("Expand", {b.floats({1.0f}, {1}), b.ints({4097, 4096})}, {4097, 4096});
+  b.g.outputs = {wh, sl, big};
+  EXPECT_EQ(passes::fold_constants(b.g), 5);
+  EXPECT_EQ(b.g.value(wh).constant->as_ints(), (std::vector<std::int64_t>{7, 7}));
+  EXPECT_EQ(b.g.value(sl).constant->as_ints(), (std::vector<std::int64_t>{11, 12, 13}));
+  EXPECT_FALSE(b.g.value(big).constant.has_value());  // 16.8 M elements: above the folding limit
+  EXPECT_EQ(live_ops(b.g), std::vector<std::string>{"Expand"});
+}
+
+// --- Strided views -------------------------------------------------------------------------------------------------
+
+TEST(Views, RepeatKvIsAGroupedHeadDim) {
+  // [B=2, S=16, KVH=2, D=64] -> heads transpose -> Unsqueeze -> Expand x4 -> Reshape to 8 heads.
+  passes::View v = passes::View::contiguous({2, 16, 2, 64});
+  ASSERT_TRUE(v.transpose({0, 2, 1, 3}));
+  ASSERT_TRUE(v.reshape({2, 2, 1, 16, 64}));
+  ASSERT_TRUE(v.expand({2, 2, 4, 16, 64}));
+  ASSERT_TRUE(v.reshape({2, 8, 16, 64}));
+  ASSERT_EQ(v.atoms(1).size(), 2u);
+  EXPECT_EQ(v.atoms(1)[0].size, 2);
+  EXPECT_EQ(v.atoms(1)[0].stride, 64);
+  EXPECT_EQ(v.atoms(1)[1].size, 4);
+  EXPECT_EQ(v.atoms(1)[1].stride, 0);
+  EXPECT_EQ(v.simple_stride(2), 128);
+  EXPECT_EQ(v.simple_stride(3), 1);
+  EXPECT_EQ(v.simple_stride(0), 16 * 128);
+}
+
+TEST(Views, SplitOfAFusedProjectionAndWhatCannotBeAView) {
+  passes::View v = passes::View::contiguous({2, 16, 3 * 256});
+  ASSERT_TRUE(v.slice(2, 256, 256, 1));  // the K third
+  ASSERT_TRUE(v.reshape({2, 16, 4, 64}));
+  ASSERT_TRUE(v.transpose({0, 2, 1, 3}));
+  EXPECT_EQ(v.offset(), 256);
+  EXPECT_EQ(v.shape(), (Shape{2, 4, 16, 64}));
+  EXPECT_EQ(v.simple_stride(2), 768);
+  EXPECT_EQ(v.simple_stride(1), 64);
+  // Merging two dims that are not contiguous into one of a size they do not factor: not a strided view.
+  passes::View w = passes::View::contiguous({4, 3});
+  ASSERT_TRUE(w.transpose({1, 0}));
+  EXPECT_FALSE(w.reshape({2, 6}));
+}
+
+// --- Attention -----------------------------------------------------------------------------------------------------
+
+// A LLaMA-style attention: q [1, 16, 256], k and v [1, 16, 128] projections; 4 query heads, 2 KV heads of D = 64;
+// repeat_kv; causal mask as Where(upper triangle, -inf, x); output back to [1, 16, 256].
+Builder gqa_attention() {
+  Builder b;
+  const ValueId q = b.input("q", {2, 16, 256}), k = b.input("k", {2, 16, 128}), v = b.input("v", {2, 16, 128});
+  auto heads = [&](ValueId x, std::int64_t n) {
+    const ValueId r = b.op("Reshape", {x, b.ints({2, 16, n, 64})}, {2, 16, n, 64});
+    return b.op("Transpose", {r}, {2, n, 16, 64}, {{"perm", ints_attr({0, 2, 1, 3})}});
+  };
+  auto repeat = [&](ValueId x) {
+    const ValueId u = b.op("Unsqueeze", {x, b.ints({2})}, {2, 2, 1, 16, 64});
+    const ValueId e = b.op("Expand", {u, b.ints({2, 2, 2, 16, 64})}, {2, 2, 2, 16, 64});
+    return b.op("Reshape", {e, b.ints({2, 4, 16, 64})}, {2, 4, 16, 64});
+  };
+  const ValueId qh = heads(q, 4), kr = repeat(heads(k, 2)), vr = repeat(heads(v, 2));
+  const ValueId kt = b.op("Transpose", {kr}, {2, 4, 64, 16}, {{"perm", ints_attr({0, 1, 3, 2})}});
+  const ValueId s = b.op("MatMul", {qh, kt}, {2, 4, 16, 16});
+  const ValueId sc = b.op("Div", {s, b.floats({8.0f})}, {2, 4, 16, 16});
+  std::vector<bool> upper(16 * 16);
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) upper[static_cast<std::size_t>(i * 16 + j)] = j > i;
+  const ValueId m = b.op("Where", {b.bools(upper, {16, 16}), b.floats({-INFINITY}), sc}, {2, 4, 16, 16});
+  const ValueId p = b.op("Softmax", {m}, {2, 4, 16, 16}, {{"axis", int_attr(-1)}});
+  const ValueId o = b.op("MatMul", {p, vr}, {2, 4, 16, 64});
+  const ValueId ot = b.op("Transpose", {o}, {2, 16, 4, 64}, {{"perm", ints_attr({0, 2, 1, 3})}});
+  b.g.outputs = {b.op("Reshape", {ot, b.ints({2, 16, 256})}, {2, 16, 256})};
+  return b;
+}
+
+TEST(FuseAttention, GroupedQueryAttentionThroughLayoutNodesIsOneNode) {
+  Builder b = gqa_attention();
+  EXPECT_EQ(passes::fuse_attention(b.g), 1);
+  b.g.compact();
+  b.g.verify();
+  ASSERT_EQ(live_ops(b.g), std::vector<std::string>{"npusim.FlashAttention"});  // every layout node absorbed
+  const Node& fa = b.g.node(0);
+  EXPECT_EQ(b.g.value(fa.inputs[0]).name, "q");
+  EXPECT_EQ(b.g.value(fa.inputs[1]).name, "k");
+  EXPECT_EQ(b.g.value(fa.inputs[2]).name, "v");
+  EXPECT_EQ(fa.attr_int("causal", 0), 1);
+  EXPECT_FLOAT_EQ(fa.attr_float("scale", 0), 0.125f);
+  EXPECT_EQ(fa.attr("shape")->ints, (Shape{2, 4, 2, 16, 16, 64}));           // B, N, KVN, S, SK, D
+  EXPECT_EQ(fa.attr("q_layout")->ints, (Shape{16 * 256, 64, 256, 0}));       // b, n, s strides, offset
+  EXPECT_EQ(fa.attr("k_layout")->ints, (Shape{16 * 128, 64, 128, 0}));
+  EXPECT_EQ(fa.attr("o_layout")->ints, (Shape{16 * 256, 64, 256, 0}));
+  EXPECT_EQ(b.g.outputs[0], fa.outputs[0]);
+}
+
+TEST(FuseAttention, AMaskThatIsNotCausalBecomesAnAdditiveMask) {
+  Builder b;
+  const ValueId q = b.input("q", {2, 4, 16, 32}), k = b.input("k", {2, 4, 16, 32}), v = b.input("v", {2, 4, 16, 32});
+  const ValueId kt = b.op("Transpose", {k}, {2, 4, 32, 16}, {{"perm", ints_attr({0, 1, 3, 2})}});
+  const ValueId s = b.op("MatMul", {q, kt}, {2, 4, 16, 16});
+  std::vector<bool> band(256);
+  for (int i = 0; i < 16; ++i)
+    for (int j = 0; j < 16; ++j) band[static_cast<std::size_t>(i * 16 + j)] = std::abs(i - j) <= 2;
+  const ValueId m = b.op("Where", {b.bools(band, {1, 1, 16, 16}), s, b.floats({-3.0e38f})}, {2, 4, 16, 16});
+  const ValueId p = b.op("Softmax", {m}, {2, 4, 16, 16}, {{"axis", int_attr(-1)}});
+  b.g.outputs = {b.op("MatMul", {p, v}, {2, 4, 16, 32})};
+  EXPECT_EQ(passes::fuse_attention(b.g), 1);
+  b.g.compact();
+  const Node& fa = b.g.node(0);
+  ASSERT_EQ(fa.inputs.size(), 4u);
+  EXPECT_EQ(fa.attr_int("causal", 1), 0);
+  const std::vector<double> mask = b.g.value(fa.inputs[3]).constant->as_doubles();
+  EXPECT_EQ(mask[0 * 16 + 2], 0.0);
+  EXPECT_EQ(mask[0 * 16 + 3], -65504.0);  // the fill, clamped to what fp16 holds
+}
+
+TEST(FuseAttention, HeadDimsTheKernelCannotTakeStayUnfused) {
+  Builder b;  // D = 24 is not a multiple of 16
+  const ValueId q = b.input("q", {1, 2, 16, 24}), k = b.input("k", {1, 2, 16, 24}), v = b.input("v", {1, 2, 16, 24});
+  const ValueId kt = b.op("Transpose", {k}, {1, 2, 24, 16}, {{"perm", ints_attr({0, 1, 3, 2})}});
+  const ValueId p = b.op("Softmax", {b.op("MatMul", {q, kt}, {1, 2, 16, 16})}, {1, 2, 16, 16}, {{"axis", int_attr(-1)}});
+  b.g.outputs = {b.op("MatMul", {p, v}, {1, 2, 16, 24})};
+  EXPECT_EQ(passes::fuse_attention(b.g), 0);
+  EXPECT_EQ(b.g.live_nodes(), 4u);
+}
+
+// --- RoPE, norms, GELU, Softmax, Add+LayerNorm, elementwise chains --------------------------------------------------
+
+TEST(FuseRope, RotateHalfBecomesRopeInBsndWithTheTransposeAfterIt) {
+  Builder b;
+  const ValueId x = b.input("x", {1, 16, 4, 64});
+  const ValueId q = b.op("Transpose", {x}, {1, 4, 16, 64}, {{"perm", ints_attr({0, 2, 1, 3})}});
+  const ValueId cos = b.input("cos", {16, 64}), sin = b.input("sin", {16, 64});
+  const ValueId x2 = b.op("Slice", {q, b.ints({32}), b.ints({64}), b.ints({-1})}, {1, 4, 16, 32});
+  const ValueId x1 = b.op("Slice", {q, b.ints({0}), b.ints({32}), b.ints({-1})}, {1, 4, 16, 32});
+  const ValueId cat = b.op("Concat", {b.op("Neg", {x2}, {1, 4, 16, 32}), x1}, {1, 4, 16, 64}, {{"axis", int_attr(-1)}});
+  const ValueId y = b.op("Add", {b.op("Mul", {q, cos}, {1, 4, 16, 64}), b.op("Mul", {cat, sin}, {1, 4, 16, 64})}, {1, 4, 16, 64});
+  b.g.outputs = {y};
+  EXPECT_EQ(passes::fuse_rope(b.g), 1);
+  b.g.compact();
+  b.g.verify();
+  EXPECT_EQ(live_ops(b.g), (std::vector<std::string>{"npusim.RoPE", "Transpose"}));
+  const Node& rope = b.g.node(b.g.topo_order()[0]);
+  EXPECT_EQ(rope.inputs[0], x);
+  EXPECT_EQ(rope.attr("layout")->s, "bsnd");
+}
+
+TEST(FuseRope, HalvesThatDoNotMatchStay) {
+  Builder b;
+  const ValueId q = b.input("q", {1, 4, 16, 64});
+  const ValueId cos = b.input("cos", {16, 64}), sin = b.input("sin", {16, 64});
+  const ValueId x2 = b.op("Slice", {q, b.ints({30}), b.ints({64}), b.ints({-1})}, {1, 4, 16, 34});  // not the half
+  const ValueId x1 = b.op("Slice", {q, b.ints({0}), b.ints({30}), b.ints({-1})}, {1, 4, 16, 30});
+  const ValueId cat = b.op("Concat", {b.op("Neg", {x2}, {1, 4, 16, 34}), x1}, {1, 4, 16, 64}, {{"axis", int_attr(-1)}});
+  b.g.outputs = {b.op("Add", {b.op("Mul", {q, cos}, {1, 4, 16, 64}), b.op("Mul", {cat, sin}, {1, 4, 16, 64})}, {1, 4, 16, 64})};
+  EXPECT_EQ(passes::fuse_rope(b.g), 0);
+}
+
+TEST(FuseLayerNorm, OnnxFunctionBodyWithMeanAndInvStdDevOutputs) {
+  // ONNX 17's LayerNormalization body: E[x^2] - mean^2, Reciprocal(std) and the mean as outputs.
+  Builder b;
+  const ValueId x = b.input("x", {6, 32});
+  const ValueId mean = b.op("ReduceMean", {x}, {6, 1}, {{"axes", ints_attr({1})}});
+  const ValueId msq = b.op("ReduceMean", {b.op("Mul", {x, x}, {6, 32})}, {6, 1}, {{"axes", ints_attr({1})}});
+  const ValueId var = b.op("Sub", {msq, b.op("Mul", {mean, mean}, {6, 1})}, {6, 1});
+  const ValueId sd = b.op("Sqrt", {b.op("Add", {var, b.floats({1e-5f})}, {6, 1})}, {6, 1});
+  const ValueId n = b.op("Div", {b.op("Sub", {x, mean}, {6, 32}), sd}, {6, 32});
+  const ValueId y = b.op("Add", {b.op("Mul", {n, b.input("w", {1, 32})}, {6, 32}), b.input("bias", {1, 32})}, {6, 32});
+  const ValueId inv = b.op("Reciprocal", {sd}, {6, 1});
+  b.g.outputs = {y, mean, inv};
+  EXPECT_EQ(passes::fuse_layernorm(b.g), 1);
+  b.g.compact();
+  b.g.verify();
+  ASSERT_EQ(live_ops(b.g), std::vector<std::string>{"LayerNormalization"});
+  EXPECT_EQ(b.g.node(0).outputs, (std::vector<ValueId>{y, mean, inv}));
+  EXPECT_FLOAT_EQ(b.g.node(0).attr_float("epsilon", 0), 1e-5f);
+}
+
+TEST(FuseGelu, TheTanhFormOfGpt2) {
+  // 0.5 * x * (1 + tanh(sqrt(2/pi) * (x + 0.044715 * x^3))), with x * 0.5 computed first as PyTorch exports it.
+  Builder b;
+  const ValueId x = b.input("x", {4, 64});
+  const ValueId half = b.op("Mul", {x, b.floats({0.5f})}, {4, 64});
+  const ValueId cube = b.op("Mul", {b.op("Pow", {x, b.floats({3.0f})}, {4, 64}), b.floats({0.044715f})}, {4, 64});
+  const ValueId inner = b.op("Mul", {b.op("Add", {x, cube}, {4, 64}), b.floats({static_cast<float>(std::sqrt(2.0 / M_PI))})}, {4, 64});
+  const ValueId t1 = b.op("Add", {b.floats({1.0f}), b.op("Tanh", {inner}, {4, 64})}, {4, 64});
+  b.g.outputs = {b.op("Mul", {half, t1}, {4, 64})};
+  EXPECT_EQ(passes::fuse_gelu(b.g), 1);
+  b.g.compact();
+  ASSERT_EQ(live_ops(b.g), std::vector<std::string>{"npusim.Gelu"});
+  EXPECT_EQ(b.g.node(0).attr("approximate")->s, "tanh");
+}
+
+TEST(FuseSoftmax, TheFunctionBodyOnAnInnerAxis) {
+  Builder b;
+  const ValueId x = b.input("x", {3, 4, 5});
+  const ValueId mx = b.op("ReduceMax", {x}, {3, 1, 5}, {{"axes", ints_attr({1})}, {"keepdims", int_attr(1)}});
+  const ValueId e = b.op("Exp", {b.op("Sub", {x, mx}, {3, 4, 5})}, {3, 4, 5});
+  const ValueId s = b.op("ReduceSum", {e, b.ints({1})}, {3, 1, 5}, {{"keepdims", int_attr(1)}});
+  b.g.outputs = {b.op("Div", {e, s}, {3, 4, 5})};
+  EXPECT_EQ(passes::fuse_softmax(b.g), 1);
+  b.g.compact();
+  ASSERT_EQ(live_ops(b.g), std::vector<std::string>{"Softmax"});
+  EXPECT_EQ(b.g.node(0).attr_int("axis", -1), 1);
+}
+
+TEST(FuseAddLayerNorm, TheResidualSumStaysAnOutputWhenUsedAgain) {
+  Builder b;
+  const ValueId x = b.input("x", {8, 64}), r = b.input("r", {8, 64});
+  const ValueId h = b.op("Add", {x, r}, {8, 64});
+  const ValueId ln = b.op("LayerNormalization", {h, b.input("gamma", {64}), b.input("beta", {64})}, {8, 64}, {{"axis", int_attr(-1)}});
+  b.g.outputs = {b.op("Add", {h, ln}, {8, 64})};  // the pre-LN block's next residual reads h
+  EXPECT_EQ(passes::fuse_add_layernorm(b.g), 1);
+  b.g.compact();
+  b.g.verify();
+  EXPECT_EQ(live_ops(b.g), (std::vector<std::string>{"npusim.AddLayerNorm", "Add"}));
+  EXPECT_EQ(b.g.node(b.g.topo_order()[0]).outputs, (std::vector<ValueId>{ln, h}));
+}
+
+TEST(FuseElementwise, SwigluIsOneExpressionAndSharedValuesStayOutside) {
+  Builder b;
+  const ValueId gate = b.input("gate", {16, 4096}), up = b.input("up", {16, 4096});
+  const ValueId sig = b.op("Sigmoid", {gate}, {16, 4096});
+  const ValueId silu = b.op("Mul", {gate, sig}, {16, 4096});
+  const ValueId y = b.op("Mul", {silu, up}, {16, 4096});
+  const ValueId z = b.op("Add", {b.op("Exp", {y}, {16, 4096}), b.floats({1.0f})}, {16, 4096});
+  b.g.outputs = {z, y};  // y is also an output: the Exp/Add chain cannot absorb it
+  EXPECT_EQ(passes::fuse_elementwise(b.g), 2);
+  b.g.compact();
+  b.g.verify();
+  std::vector<std::string> exprs;
+  for (NodeId id : b.g.topo_order()) exprs.push_back(b.g.node(id).attr("expr")->s);
+  EXPECT_EQ(exprs, (std::vector<std::string>{"mul(silu(x0),x1)", "add(exp(x0),1)"}));
+}
+
+// --- Streams and memory --------------------------------------------------------------------------------------------
+
+// x -> s0 -> a; x -> s1 -> b; (a, b) -> s2 -> c: s0 and s1 are independent branches.
+Program diamond() {
+  Program p;
+  auto tensor = [&](const std::string& name) {
+    ProgramTensor t;
+    t.name = name;
+    t.desc = {ops::Shape{1024}, hw::isa::DType::kFp32};
+    p.tensors.push_back(t);
+    return static_cast<int>(p.tensors.size() - 1);
+  };
+  const int x = tensor("x"), a = tensor("a"), b = tensor("b"), c = tensor("c");
+  p.inputs = {x};
+  p.outputs = {c};
+  p.steps = {Step{"s0", "relu", {}, {x}, {a}, {}, {}}, Step{"s1", "relu", {}, {x}, {b}, {}, {}},
+             Step{"s2", "add", {}, {a, b}, {c}, {}, {}}};
+  return p;
+}
+
+TEST(Streams, IndependentBranchesGetStreamsAndMeetThroughAnEvent) {
+  const Program p = diamond();
+  const StreamPlan two = assign_streams(p, 2);
+  EXPECT_EQ(two.streams, 2u);
+  EXPECT_EQ(two.stream, (std::vector<std::uint32_t>{0, 1, 0}));
+  ASSERT_EQ(two.waits[2].size(), 1u);                       // s2 waits for s1's event
+  EXPECT_EQ(two.waits[2][0], two.event_of[1]);
+  EXPECT_EQ(two.event_of[0], -1);                           // same stream: no event needed
+  EXPECT_FALSE(two.before(0, 1));
+  EXPECT_FALSE(two.before(1, 0));
+  EXPECT_TRUE(two.before(0, 2));
+  EXPECT_TRUE(two.before(1, 2));
+  const StreamPlan one = assign_streams(p, 1);
+  EXPECT_EQ(one.streams, 1u);
+  EXPECT_TRUE(one.before(0, 1));
+  EXPECT_TRUE(one.waits[2].empty());
+}
+
+TEST(MemoryPlan, BuffersOfConcurrentBranchesNeverShare) {
+  // x -> s0 -> a -> s1 -> c and x -> s2 -> b -> s3 -> d. On one stream a is dead before s2 writes b, so they share;
+  // on two streams the branches run concurrently and must not.
+  Program p;
+  for (const char* name : {"x", "a", "b", "c", "d"}) {
+    ProgramTensor t;
+    t.name = name;
+    t.desc = {ops::Shape{1024}, hw::isa::DType::kFp32};
+    p.tensors.push_back(t);
+  }
+  p.inputs = {0};
+  p.outputs = {3, 4};
+  p.steps = {Step{"s0", "relu", {}, {0}, {1}, {}, {}}, Step{"s1", "relu", {}, {1}, {3}, {}, {}},
+             Step{"s2", "relu", {}, {0}, {2}, {}, {}}, Step{"s3", "relu", {}, {2}, {4}, {}, {}}};
+  const MemoryPlan one = plan_memory(p, {0, 0, 0, 0}, assign_streams(p, 1));
+  const MemoryPlan two = plan_memory(p, {0, 0, 0, 0}, assign_streams(p, 2));
+  EXPECT_EQ(one.offset[1], one.offset[2]);
+  EXPECT_NE(two.offset[1], two.offset[2]);
+  EXPECT_GT(two.arena_bytes, one.arena_bytes);
+  // Constants live in their own region, never in the arena.
+  ProgramTensor w;
+  w.name = "w";
+  w.desc = {ops::Shape{256}, hw::isa::DType::kFp32};
+  w.constant.assign(1024, 0);
+  p.tensors.push_back(w);
+  p.steps[3].inputs.push_back(5);
+  const MemoryPlan m = plan_memory(p, {0, 0, 0, 0}, assign_streams(p, 1));
+  EXPECT_TRUE(m.constant[5]);
+  EXPECT_EQ(m.constant_bytes, 1024u);
+  EXPECT_EQ(m.arena_bytes, one.arena_bytes);
+  EXPECT_EQ(m.peak_bytes(), m.constant_bytes + m.arena_bytes);
+}
+
+}  // namespace
+}  // namespace npusim::stack::graph
