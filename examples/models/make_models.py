@@ -197,6 +197,7 @@ def to_float16(model):
 
 
 def export(name, size, dtype, out, reference):
+    torch.set_num_threads(os.cpu_count() or 1)
     torch.manual_seed({"gpt2": 1, "llama": 2, "bert": 3}[name])
     cfg = SIZES[size][name]
     model = MODELS[name](**cfg).eval()

@@ -52,10 +52,13 @@ Execution Executor::run(runtime::Device& dev, const std::vector<std::vector<std:
     ex.naive_bytes = memory_.naive_bytes;
     std::vector<std::uint64_t> addr(p_.tensors.size(), 0);
     for (std::size_t i = 0; i < p_.tensors.size(); ++i) addr[i] = (memory_.constant[i] ? constants : arena) + memory_.offset[i];
+    // Loading the model: the constants go in once, before the first execution (as aclmdlLoad does).
     for (std::size_t i = 0; i < p_.tensors.size(); ++i) {
       const ProgramTensor& t = p_.tensors[i];
       if (!t.constant.empty() && t.alias < 0) d.memcpy_async(addr[i], t.constant.data(), t.constant.size(), s0);
     }
+    d.synchronize(s0);
+    ex.first_execute_task = d.submitted();
     for (std::size_t k = 0; k < p_.inputs.size(); ++k) {
       const auto i = static_cast<std::size_t>(p_.inputs[k]);
       d.memcpy_async(addr[i], functional ? inputs.at(k).data() : nullptr, p_.tensors[i].desc.bytes(), s0);

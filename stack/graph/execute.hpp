@@ -25,6 +25,7 @@ struct Execution {
   std::uint64_t arena_bytes = 0;                   // the activation arena
   std::uint64_t naive_bytes = 0;                   // what every buffer on its own would take
   std::uint32_t streams = 0;                       // streams the run created
+  std::uint32_t first_execute_task = 0;            // tasks before it load the model (constants), the rest execute it
   nlohmann::json steps = nlohmann::json::array();  // per step: node, op, block_dim, tiling
 };
 

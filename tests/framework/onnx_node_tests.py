@@ -7,9 +7,12 @@ converted to .npy) and its outputs are compared with the expected ones. A test c
   failed       npusim ran it and an output differs (or it crashed, or timed out),
   unsupported  npusim refused it with a clear error (exit status 1: an op, attribute, dtype or shape it does not
                take) or its tensors are not float32/float16.
+An `_expanded` test (the op written as its ONNX function body) of an op whose own test passed must also fuse: its
+kernels must be the op's kernels, else it counts as failed.
 Prints the three counts and the failures; exits 1 when any test failed.
 Usage: onnx_node_tests.py PATH/TO/npusim [DATA_DIR]"""
 import glob
+import json
 import os
 import subprocess
 import sys
@@ -38,6 +41,7 @@ def tolerance(model):
 
 
 passed, failed, unsupported = [], [], []
+kernels = {}  # test name -> the kernels npusim ran
 for test in sorted(glob.glob(os.path.join(DATA, "test_*"))):
     name = os.path.basename(test)
     model_path = os.path.join(test, "model.onnx")
@@ -64,7 +68,7 @@ for test in sorted(glob.glob(os.path.join(DATA, "test_*"))):
             np.save(os.path.join(ins, (pb_name or graph_inputs[k]).replace("/", "_") + ".npy"), a)
         try:
             p = subprocess.run([NPUSIM, "run", model_path, "--functional", "--config", "tiny", "--inputs", ins,
-                                "--outputs", outs], capture_output=True, text=True, timeout=300)
+                                "--outputs", outs, "--json"], capture_output=True, text=True, timeout=300)
         except subprocess.TimeoutExpired:
             failed.append(f"{name}: timed out")
             continue
@@ -74,6 +78,7 @@ for test in sorted(glob.glob(os.path.join(DATA, "test_*"))):
         if p.returncode != 0:
             failed.append(f"{name}: exit {p.returncode}: {p.stderr.strip()[:300]}")
             continue
+        kernels[name] = [t["name"] for t in json.loads(p.stdout)["tasks"] if t["type"] == "kernel"]
         atol, rtol = tolerance(model)
         bad = None
         for k, (pb_name, want) in enumerate(outputs):
@@ -85,6 +90,12 @@ for test in sorted(glob.glob(os.path.join(DATA, "test_*"))):
                 break
         (failed if bad else passed).append(bad or name)
 
+# Expanded forms fuse back into their op's kernels.
+for name in list(passed):
+    base = name[: -len("_expanded")] if name.endswith("_expanded") else None
+    if base in passed and kernels[name] != kernels[base]:
+        passed.remove(name)
+        failed.append(f"{name}: not fused: kernels {kernels[name]}, the op itself runs {kernels[base]}")
 print(f"ONNX node tests ({DATA}): {len(passed)} passed, {len(failed)} failed, {len(unsupported)} unsupported")
 for p in passed:
     print("  passed", p)

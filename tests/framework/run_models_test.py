@@ -285,8 +285,20 @@ with tempfile.TemporaryDirectory() as d:
     np.save(os.path.join(wrong, "x.npy"), np.zeros((3, 64), dtype=np.float32))
     rc, _, err = run([os.path.join(d, "mlp.onnx"), "--functional", "--inputs", wrong, "--dim", "batch=5"])
     check(rc == 1 and "input 'x'" in err and "expected 5x64 fp32, got 3x64 fp32" in err, f"wrong input: {rc} {err}")
+    np.save(os.path.join(wrong, "x.npy"), np.zeros((5, 64), dtype=np.float16))
+    rc, _, err = run([os.path.join(d, "mlp.onnx"), "--functional", "--inputs", wrong, "--dim", "batch=5"])
+    check(rc == 1 and "input 'x'" in err and "expected 5x64 fp32, got 5x64 fp16" in err, f"wrong input dtype: {rc} {err}")
     rc, _, err = run([os.path.join(d, "mlp.onnx")])
     check(rc == 1 and "--dim batch=SIZE" in err, f"unbound dim: {rc} {err}")
+    # A shape mismatch inside the model: named by ONNX's strict shape inference, with the node.
+    g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="proj")], "g",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [numpy_helper.from_array(np.zeros((7, 3), np.float32), "w")])
+    mismatch = os.path.join(d, "mismatch.onnx")
+    onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), mismatch)
+    rc, _, err = run([mismatch])
+    check(rc == 1 and "node name: proj" in err and "Incompatible dimensions" in err, f"shape mismatch: {rc} {err}")
     rc, _, err = run([os.path.join(d, "mlp.onnx"), "--dim", "seq=4"])
     check(rc == 1 and "no input has a dim named 'seq'" in err, f"unknown dim: {rc} {err}")
     # A node missing an input ONNX's checks let through.
