@@ -127,11 +127,23 @@ void type_of(const onnx::ValueInfoProto& vi, ElemType* type, std::optional<Dims>
 // Strict, as ONNX Runtime resolves a graph: a node whose input shapes or types do not fit its op (a MatMul of
 // [4, 8] by [7, 3]) is an error naming the node, not an unknown shape further on. Ops ONNX does not know are skipped
 // here and reported with every unsupported node later.
+Graph build_graph(const onnx::GraphProto& gp, const std::string& what);
+
 void infer(onnx::ModelProto& model, const std::string& what) {
   try {
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), onnx::ShapeInferenceOptions{true, 1, false});
   } catch (const std::exception& e) {
-    throw InputError(what + ": ONNX shape inference failed: " + e.what());
+    const std::string strict = e.what();
+    // A broken structure (an input nothing produces, a cycle) fails inference too: the IR's verifier names it
+    // more clearly, so it speaks first.
+    onnx::ModelProto loose = model;
+    try {
+      onnx::shape_inference::InferShapes(loose);
+    } catch (const std::exception& e2) {
+      throw InputError(what + ": ONNX shape inference failed: " + e2.what());
+    }
+    build_graph(loose.graph(), what);
+    throw InputError(what + ": ONNX shape inference failed: " + strict);
   }
 }
 

@@ -172,42 +172,47 @@ nlohmann::json runtime_report(const Device& dev) {
   return j;
 }
 
+namespace {
+
+// A launch result's span, instruction count and cores from its runs.
+void summarise(fw::kernel::LaunchResult& r, double wall_seconds) {
+  r.start = r.runs.empty() ? 0 : UINT64_MAX;
+  std::vector<std::string> used;
+  for (const auto& run : r.runs) {
+    r.start = std::min(r.start, run.start);
+    r.end = std::max(r.end, run.end);
+    r.instructions += run.instructions;
+    if (std::find(used.begin(), used.end(), run.core) == used.end()) used.push_back(run.core);
+  }
+  r.cores_used = static_cast<std::uint32_t>(used.size());
+  r.wall_seconds = wall_seconds;
+}
+
+}  // namespace
+
 nlohmann::json run_report(Device& dev, double wall_seconds) {
   // The simulated instructions and the pipe overlaps count every kernel of the run; `kernel` describes the last one
   // (the only one of `npusim op` and `npusim kernel`).
   fw::kernel::LaunchResult result, last;
   std::string name;
   std::size_t kernels = 0;
+  std::uint32_t blocks = 0;  // block ids stay distinct across kernels (cube_vector pairs a block's AIC and AIVs)
   for (const auto& t : dev.tasks()) {
     if (t.type != fw::ts::TaskType::kKernel) continue;
-    result.runs.insert(result.runs.end(), t.runs.begin(), t.runs.end());
+    std::uint32_t most = 0;
+    for (fw::kernel::CoreRun run : t.runs) {
+      most = std::max(most, run.block + 1);
+      run.block += blocks;
+      result.runs.push_back(std::move(run));
+    }
+    blocks += most;
     last.runs = t.runs;
     name = t.name;
     ++kernels;
   }
-  result.start = UINT64_MAX;
-  std::vector<std::string> used;
-  for (const auto& r : result.runs) {
-    result.start = std::min(result.start, r.start);
-    result.end = std::max(result.end, r.end);
-    result.instructions += r.instructions;
-    if (std::find(used.begin(), used.end(), r.core) == used.end()) used.push_back(r.core);
-  }
-  if (result.runs.empty()) result.start = 0;
-  result.cores_used = static_cast<std::uint32_t>(used.size());
-  result.wall_seconds = wall_seconds;
+  summarise(result, wall_seconds);
+  summarise(last, wall_seconds);
   const nlohmann::json all = fw::kernel::launch_report(result, dev.chip(), name);
-  last.start = UINT64_MAX;
-  std::vector<std::string> last_used;
-  for (const auto& r : last.runs) {
-    last.start = std::min(last.start, r.start);
-    last.end = std::max(last.end, r.end);
-    last.instructions += r.instructions;
-    if (std::find(last_used.begin(), last_used.end(), r.core) == last_used.end()) last_used.push_back(r.core);
-  }
-  if (last.runs.empty()) last.start = 0;
-  last.cores_used = static_cast<std::uint32_t>(last_used.size());
-  last.wall_seconds = wall_seconds;
   const nlohmann::json view = kernels > 1 ? fw::kernel::launch_report(last, dev.chip(), name) : all;
   nlohmann::json report = runtime_report(dev);
   report["overlap"] = all["overlap"];
