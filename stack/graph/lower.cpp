@@ -309,7 +309,7 @@ class Lowering {
     if (op == "Softmax") {
       const int x = in(0);
       const ops::Shape s = t(x).desc.shape;
-      const std::int64_t axis = axis_in(n, n.attr_int("axis", -1), s.size());
+      const std::int64_t axis = axis_in(n, n.attr_int("axis", g_.opset && g_.opset < 13 ? 1 : -1), s.size());
       if (axis == static_cast<std::int64_t>(s.size()) - 1) {
         step(n, "softmax", {{"shape", ops::shape_string(s)}}, {x}, {out(0)});
         return;

@@ -98,6 +98,16 @@ TEST(FoldConstants, ShapeArithmeticFoldsAndTheReshapeKeepsItsData) {
   b.g.verify();
 }
 
+TEST(FoldConstants, IntegersStayExactAndVariadicMaxIsNotHalfFolded) {
+  Builder b;
+  const ValueId cast = b.op("Cast", {b.ints({std::numeric_limits<std::int64_t>::max()})}, {1}, {{"to", int_attr(7)}}, ElemType::kInt64);
+  const ValueId mx = b.op("Max", {b.floats({1.0f}), b.floats({2.0f}), b.floats({3.0f})}, {});
+  b.g.outputs = {cast, mx};
+  EXPECT_EQ(passes::fold_constants(b.g), 1);
+  EXPECT_EQ(b.g.value(cast).constant->as_ints(), std::vector<std::int64_t>{std::numeric_limits<std::int64_t>::max()});
+  EXPECT_FALSE(b.g.value(mx).constant.has_value());  // three inputs: left to the device rather than folded wrong
+}
+
 TEST(FoldConstants, MaskArithmeticFoldsExactlyAndLargeResultsStayNodes) {
   Builder b;
   // Where(Equal(ConstantOfShape([2]) * -1, -1), 1, 0) over two elements, and a Slice with INT64_MAX as its end.
@@ -226,6 +236,17 @@ TEST(FuseAttention, AMaskThatIsNotCausalBecomesAnAdditiveMask) {
   EXPECT_EQ(mask[0 * 16 + 3], -65504.0);  // the fill, clamped to what fp16 holds
 }
 
+TEST(FuseAttention, APerBatchPaddingMaskIsNotOneMaskForEveryHead) {
+  // scores [8, 2, 8, 8] + mask [8, 1, 1, 8]: as many elements as one S x SK mask, but one row per batch.
+  Builder b;
+  const ValueId q = b.input("q", {8, 2, 8, 32}), k = b.input("k", {8, 2, 8, 32}), v = b.input("v", {8, 2, 8, 32});
+  const ValueId kt = b.op("Transpose", {k}, {8, 2, 32, 8}, {{"perm", ints_attr({0, 1, 3, 2})}});
+  const ValueId s = b.op("Add", {b.op("MatMul", {q, kt}, {8, 2, 8, 8}), b.input("pad", {8, 1, 1, 8})}, {8, 2, 8, 8});
+  const ValueId p = b.op("Softmax", {s}, {8, 2, 8, 8}, {{"axis", int_attr(-1)}});
+  b.g.outputs = {b.op("MatMul", {p, v}, {8, 2, 8, 32})};
+  EXPECT_EQ(passes::fuse_attention(b.g), 0);
+}
+
 TEST(FuseAttention, HeadDimsTheKernelCannotTakeStayUnfused) {
   Builder b;  // D = 24 is not a multiple of 16
   const ValueId q = b.input("q", {1, 2, 16, 24}), k = b.input("k", {1, 2, 16, 24}), v = b.input("v", {1, 2, 16, 24});
@@ -286,6 +307,24 @@ TEST(FuseLayerNorm, OnnxFunctionBodyWithMeanAndInvStdDevOutputs) {
   ASSERT_EQ(live_ops(b.g), std::vector<std::string>{"LayerNormalization"});
   EXPECT_EQ(b.g.node(0).outputs, (std::vector<ValueId>{y, mean, inv}));
   EXPECT_FLOAT_EQ(b.g.node(0).attr_float("epsilon", 0), 1e-5f);
+}
+
+TEST(FuseLayerNorm, OnlyInvStdDevUsedKeepsItInTheThirdPlace) {
+  Builder b;
+  const ValueId x = b.input("x", {6, 32});
+  const ValueId mean = b.op("ReduceMean", {x}, {6, 1}, {{"axes", ints_attr({1})}});
+  const ValueId dev = b.op("Sub", {x, mean}, {6, 32});
+  const ValueId var = b.op("ReduceMean", {b.op("Pow", {dev, b.floats({2.0f})}, {6, 32})}, {6, 1}, {{"axes", ints_attr({1})}});
+  const ValueId sd = b.op("Sqrt", {b.op("Add", {var, b.floats({1e-5f})}, {6, 1})}, {6, 1});
+  const ValueId y = b.op("Mul", {b.op("Div", {dev, sd}, {6, 32}), b.input("w", {32})}, {6, 32});
+  const ValueId inv = b.op("Reciprocal", {sd}, {6, 1});
+  b.g.outputs = {y, inv};
+  EXPECT_EQ(passes::fuse_layernorm(b.g), 1);
+  b.g.compact();
+  b.g.verify();
+  ASSERT_EQ(b.g.node(0).outputs.size(), 3u);
+  EXPECT_EQ(b.g.node(0).outputs[2], inv);
+  EXPECT_TRUE(b.g.value(b.g.node(0).outputs[1]).consumers.empty());  // the unused Mean
 }
 
 TEST(FuseGelu, TheTanhFormOfGpt2) {

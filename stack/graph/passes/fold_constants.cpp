@@ -36,6 +36,12 @@ struct Arr {
 // The failure of one fold: the node stays.
 struct NoFold {};
 
+// A double as an int64 (an integral result), or NoFold when no int64 holds it.
+std::int64_t to_int(double v) {
+  if (!std::isfinite(v) || std::fabs(v) >= 9.2e18) throw NoFold{};
+  return static_cast<std::int64_t>(v);
+}
+
 Arr from_tensor(const Tensor& t) {
   Arr a;
   a.type = t.type;
@@ -187,8 +193,13 @@ class Folder {
       if (!to) throw NoFold{};
       const ElemType t = g_.value(n.outputs[0]).type;
       if (t == ElemType::kUndefined) throw NoFold{};
-      return {make(t, x.shape, [&](std::int64_t k) { return x.num(k); },
-                   [&](std::int64_t k) { return t == ElemType::kBool ? x.num(k) != 0 : static_cast<std::int64_t>(x.num(k)); })};
+      // Integers stay exact (int64 through int64, not double); a float that no integer holds is not folded.
+      return {make(t, x.shape, [&](std::int64_t k) { return x.num(k); }, [&](std::int64_t k) -> std::int64_t {
+        if (x.is_int()) return t == ElemType::kBool ? x.i[static_cast<std::size_t>(k)] != 0 : x.i[static_cast<std::size_t>(k)];
+        const double v = x.f[static_cast<std::size_t>(k)];
+        if (t == ElemType::kBool) return v != 0;
+        return to_int(v);
+      })};
     }
     if (op == "Reshape" || op == "Flatten" || op == "Squeeze" || op == "Unsqueeze") {
       Arr out = x;
@@ -207,9 +218,9 @@ class Folder {
       const Arr &lim = need(1), &dl = need(2);
       const double s = x.num(0), l = lim.num(0), d = dl.num(0);
       if (d == 0) throw NoFold{};
-      const auto len = std::max<std::int64_t>(0, static_cast<std::int64_t>(std::ceil((l - s) / d)));
+      const auto len = std::max<std::int64_t>(0, to_int(std::ceil((l - s) / d)));
       return {make(x.type, {len}, [&](std::int64_t k) { return s + static_cast<double>(k) * d; },
-                   [&](std::int64_t k) { return static_cast<std::int64_t>(s) + k * static_cast<std::int64_t>(d); })};
+                   [&](std::int64_t k) { return to_int(s) + k * to_int(d); })};
     }
     if (op == "Concat") {
       const auto rank = static_cast<std::int64_t>(x.shape.size());
@@ -277,6 +288,7 @@ class Folder {
           e = std::clamp<std::int64_t>(e, 0, dim);
           shape[a] = e > b ? (e - b + s - 1) / s : 0;
         } else {
+          if (dim == 0) throw NoFold{};
           b = std::clamp<std::int64_t>(b, 0, dim - 1);
           e = std::clamp<std::int64_t>(e, -1, dim - 1);
           shape[a] = b > e ? (b - e - s - 1) / -s : 0;
@@ -347,6 +359,7 @@ class Folder {
     static const std::vector<std::string> binary = {"Add", "Sub", "Mul", "Div", "Pow", "Max", "Min", "Equal", "Less",
                                                     "Greater", "LessOrEqual", "GreaterOrEqual", "And", "Or"};
     if (std::find(binary.begin(), binary.end(), op) != binary.end()) {
+      if (in.size() != 2) throw NoFold{};  // Max and Min of more than two inputs
       const Arr& y = need(1);
       const auto shape = broadcast_shape({x.shape, y.shape});
       const bool cmp = op == "Equal" || op == "Less" || op == "Greater" || op == "LessOrEqual" || op == "GreaterOrEqual" ||
@@ -378,8 +391,8 @@ class Folder {
         }
         if (op == "Max") return std::max(a, b);
         if (op == "Min") return std::min(a, b);
-        if (op == "Pow") return static_cast<std::int64_t>(std::pow(static_cast<double>(a), static_cast<double>(b)));
-        return static_cast<std::int64_t>(fd(static_cast<double>(a), static_cast<double>(b)));
+        if (op == "Pow") return to_int(std::pow(static_cast<double>(a), static_cast<double>(b)));
+        return to_int(fd(static_cast<double>(a), static_cast<double>(b)));
       };
       const bool ints_in = x.is_int() && y.is_int();
       return {make(t, shape,
@@ -387,7 +400,7 @@ class Folder {
                    [&](std::int64_t k) {
                      const std::int64_t xi = bcast_index(x.shape, shape, k), yi = bcast_index(y.shape, shape, k);
                      if (ints_in) return fi(x.i[static_cast<std::size_t>(xi)], y.i[static_cast<std::size_t>(yi)]);
-                     return static_cast<std::int64_t>(fd(x.num(xi), y.num(yi)));
+                     return to_int(fd(x.num(xi), y.num(yi)));
                    })};
     }
     throw NoFold{};
@@ -399,7 +412,7 @@ class Folder {
   const Arr& constant(ValueId v) {
     if (const auto it = cache_.find(v); it != cache_.end()) return it->second;
     const Value& val = g_.value(v);
-    if (!val.constant) throw NoFold{};
+    if (!val.constant || val.constant->elements() > kMaxFoldElements) throw NoFold{};  // weights are not expanded
     return cache_[v] = from_tensor(*val.constant);
   }
   static Arr ints(std::vector<std::int64_t> shape, std::vector<std::int64_t> v) {
@@ -475,7 +488,7 @@ int fold_constants(Graph& g) {
       out = folder.eval(n);
     } catch (const NoFold&) {
       continue;
-    } catch (const GraphError&) {
+    } catch (const std::exception&) {  // a malformed node (an axis out of range...): left for the lowering to report
       continue;
     }
     if (out.size() != n.outputs.size() || std::any_of(out.begin(), out.end(), [](const Arr& a) { return a.size() > kMaxFoldElements; }))

@@ -65,6 +65,13 @@ std::optional<HeadLayout> heads_of(const View& v, bool allow_groups) {
   return h;
 }
 
+// A shape that is S x SK with leading 1s only: one mask for every batch and head.
+bool one_mask(const std::vector<std::int64_t>& shape, std::int64_t s, std::int64_t sk) {
+  if (shape.empty() || shape.back() != sk || (shape.size() == 1 ? s != 1 : shape[shape.size() - 2] != s)) return false;
+  return std::all_of(shape.begin(), shape.end() - std::min<std::ptrdiff_t>(2, static_cast<std::ptrdiff_t>(shape.size())),
+                     [](std::int64_t d) { return d == 1; });
+}
+
 // cond[i][j] == (j <= i) over an S x SK constant (leading 1s allowed), with `negate` reading !cond.
 bool causal_triangle(const std::vector<double>& c, std::int64_t s, std::int64_t sk, bool negate) {
   for (std::int64_t i = 0; i < s; ++i)
@@ -98,7 +105,8 @@ int fuse_attention(Graph& g) {
     ValueId x = softmax.inputs[0];
     const auto xs = static_shape(g.value(x));
     if (!xs || xs->size() < 3) continue;
-    const std::int64_t axis = softmax.attr_int("axis", -1);
+    // Before opset 13 Softmax's axis defaults to 1 and covers the flattened trailing dims: the last axis only then.
+    const std::int64_t axis = softmax.attr_int("axis", g.opset && g.opset < 13 ? 1 : -1);
     if (axis != -1 && axis != static_cast<std::int64_t>(xs->size()) - 1) continue;
     std::vector<NodeId> removed{out_mm, sm};
     // Optional mask: Add(x, mask) or Where(cond, x, low) / Where(cond, low, x) with a constant condition.
@@ -111,10 +119,7 @@ int fuse_attention(Graph& g) {
       const bool mask_first = g.value(a.inputs[0]).constant.has_value() && !g.value(a.inputs[1]).constant.has_value();
       const ValueId m = a.inputs[mask_first ? 0 : 1];
       const auto ms = static_shape(g.value(m));
-      if (!ms || ms->empty()) continue;
-      std::int64_t n = 1;
-      for (auto d : *ms) n *= d;
-      if (n != s * sk || ms->back() != sk) continue;  // one S x SK mask for every head
+      if (!ms || !one_mask(*ms, s, sk)) continue;  // a per-batch padding mask [B, 1, 1, SK] is not one S x SK mask
       mask = m;
       x = a.inputs[mask_first ? 1 : 0];
       removed.push_back(add);
@@ -124,7 +129,7 @@ int fuse_attention(Graph& g) {
       const auto low2 = scalar_constant(g, w.inputs[2]), low1 = scalar_constant(g, w.inputs[1]);
       const bool low_second = low2 && *low2 <= -1e4 && !low1;  // Where(allowed, x, low)
       const bool low_first = low1 && *low1 <= -1e4 && !low2;   // Where(masked, low, x)
-      if (!cond.constant || cond.constant->elements() != s * sk || (!low_second && !low_first)) continue;
+      if (!cond.constant || !one_mask(cond.constant->shape, s, sk) || (!low_second && !low_first)) continue;
       const std::vector<double> c = cond.constant->as_doubles();
       const double low = low_second ? *low2 : *low1;
       if (causal_triangle(c, s, sk, low_first)) {

@@ -21,7 +21,10 @@ namespace npusim::stack::graph::passes {
 namespace {
 
 constexpr std::int64_t kMinPeriod = 2048;
-constexpr std::size_t kMaxNodes = 32, kMaxInputs = 8;
+constexpr std::size_t kMaxNodes = 32, kMaxInputs = 8, kMaxExpr = 2048;
+
+// An expression past kMaxExpr characters (values used twice in a group are written out twice).
+struct TooLong {};
 
 const std::map<std::string, std::string>& functions() {
   static const std::map<std::string, std::string> f = {
@@ -61,12 +64,13 @@ bool fusable(const Graph& g, const Node& n, const std::vector<std::int64_t>& out
   const auto f = functions().find(key(n));
   if (f == functions().end() || n.outputs.size() != 1 || !shape_is(g.value(n.outputs[0]), out) || g.value(n.outputs[0]).type != t) return false;
   if (n.op_type == "Pow") {
+    if (n.inputs.size() != 2) return false;
     const auto e = scalar_constant(g, n.inputs.at(1));
     static const double ok[] = {2.0, 3.0, 0.5, -1.0, -0.5};
     if (!e || std::find(std::begin(ok), std::end(ok), *e) == std::end(ok)) return false;
   }
   const std::size_t arity = n.op_type == "Where" ? 3 : f->second == "add" || f->second == "sub" || f->second == "mul" || f->second == "div" ||
-                                                              f->second == "max" || f->second == "min" ? 2 : 1;
+                                                              f->second == "max" || f->second == "min" || f->second == "pow" ? 2 : 1;
   if (n.inputs.size() != arity) return false;
   for (std::size_t k = 0; k < n.inputs.size(); ++k) {
     const ValueId v = n.inputs[k];
@@ -83,6 +87,13 @@ class ExprBuilder {
   std::vector<ValueId> inputs;
 
   std::string of(ValueId v) {
+    std::string e = build(v);
+    if (e.size() > kMaxExpr) throw TooLong{};
+    return e;
+  }
+
+ private:
+  std::string build(ValueId v) {
     const NodeId p = g_.value(v).producer;
     if (p < 0 || !group_.count(p)) return leaf(v);
     const Node& n = g_.node(p);
@@ -163,7 +174,12 @@ int fuse_elementwise(Graph& g) {
     }
     if (group.size() < 2) continue;
     ExprBuilder b(g, group);
-    const std::string expr = b.of(r.outputs[0]);
+    std::string expr;
+    try {
+      expr = b.of(r.outputs[0]);
+    } catch (const TooLong&) {
+      continue;
+    }
     if (b.inputs.size() > kMaxInputs || b.inputs.empty()) continue;
     // A name that says what was fused: the op types in graph order.
     std::string kinds;

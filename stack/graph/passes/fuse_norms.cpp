@@ -219,7 +219,11 @@ int fuse_layernorm(Graph& g) {
     ln.inputs = {x, gamma};
     if (beta != kNoValue) ln.inputs.push_back(beta);
     ln.outputs = {out};
-    if (mean_used || rstd != kNoValue) ln.outputs.insert(ln.outputs.end(), {mean_used ? mean : kNoValue, rstd});
+    if (mean_used) ln.outputs.push_back(mean);
+    if (rstd != kNoValue) {  // InvStdDev is the third output: an unused Mean still takes the second place
+      if (!mean_used) ln.outputs.push_back(g.add_value(g.value(out).name + "/mean", ElemType::kFloat32, g.value(mean).shape));
+      ln.outputs.push_back(rstd);
+    }
     ln.attrs["epsilon"] = float_attr(static_cast<float>(eps));
     Attribute axis;
     axis.i = -1;

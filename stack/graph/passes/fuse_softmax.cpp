@@ -33,8 +33,12 @@ int fuse_softmax(Graph& g) {
     const ValueId e = div.inputs[0], sum = div.inputs[1];
     const NodeId exp = producer(g, e, "Exp"), rs = producer(g, sum, "ReduceSum");
     if (exp < 0 || rs < 0 || g.node(rs).inputs[0] != e || !single_use(g, sum) || g.value(e).consumers.size() != 2) continue;
+    if (std::find(g.outputs.begin(), g.outputs.end(), e) != g.outputs.end()) continue;
     const std::int64_t axis = one_axis(g, g.node(rs));
     if (axis < 0) continue;
+    // Before opset 13 a Softmax covers the flattened dims from its axis on: the same only on the last axis.
+    const auto rank = static_cast<std::int64_t>(g.value(e).shape ? g.value(e).shape->size() : 0);
+    if (g.opset && g.opset < 13 && axis != rank - 1) continue;
     std::vector<NodeId> nodes{id, exp, rs};
     ValueId x = g.node(exp).inputs[0];
     if (const NodeId sub = producer(g, x, "Sub"); sub >= 0 && single_use(g, x)) {

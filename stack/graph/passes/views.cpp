@@ -73,6 +73,7 @@ bool apply(const Graph& g, const Node& n, std::size_t output, const std::vector<
     if (starts.empty() || starts.size() != ends.size()) return false;
     if (axes.empty()) for (std::size_t k = 0; k < starts.size(); ++k) axes.push_back(static_cast<std::int64_t>(k));
     if (steps.empty()) steps.assign(axes.size(), 1);
+    if (axes.size() != starts.size() || steps.size() != axes.size()) return false;
     const auto r = static_cast<std::int64_t>(in.size());
     for (std::size_t k = 0; k < axes.size(); ++k) {
       const std::int64_t a = axes[k] < 0 ? axes[k] + r : axes[k];
@@ -139,9 +140,10 @@ bool View::transpose(const std::vector<std::int64_t>& perm) {
 }
 
 bool View::reshape(const std::vector<std::int64_t>& shape) {
-  std::deque<Atom> atoms;
-  for (const auto& d : dims_)
-    for (const Atom& a : d) atoms.push_back(a);
+  std::vector<Atom> flat;
+  for (const auto& d : dims_) flat.insert(flat.end(), d.begin(), d.end());
+  const std::vector<Atom> whole = merged(flat);  // contiguous across dims too: [2, 3] -> [3, 2] is one run of 6
+  std::deque<Atom> atoms(whole.begin(), whole.end());
   std::vector<std::vector<Atom>> out;
   for (std::int64_t target : shape) {
     std::vector<Atom> dim;
