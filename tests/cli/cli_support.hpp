@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <fstream>
 #include <sstream>
+#include <stdexcept>
 #include <string>
 #include <vector>
 
@@ -44,12 +45,16 @@ inline Result run(const std::string& args) {
   return r;
 }
 
-// `npusim op ARGS --json`, expected to succeed.
-inline nlohmann::json op_json(const std::string& args) {
-  Result r = run("op " + args + " --json");
+// The JSON a call printed, which must have succeeded. A failed call ends the test with an exception (gtest reports
+// it) rather than handing back an object whose keys the test would then read past.
+inline nlohmann::json json_of_success(const Result& r, const std::string& args) {
   EXPECT_EQ(r.status, 0) << args << "\n" << r.err;
-  return r.status == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  if (r.status != 0) throw std::runtime_error("npusim " + args + " failed: " + r.err);
+  return nlohmann::json::parse(r.out);
 }
+
+// `npusim op ARGS --json`, expected to succeed.
+inline nlohmann::json op_json(const std::string& args) { return json_of_success(run("op " + args + " --json"), args); }
 
 // Calls that must fail as bad input (exit status 1) with `message` in stderr.
 struct ErrorCase {

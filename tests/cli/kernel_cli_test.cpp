@@ -15,12 +15,7 @@ namespace {
 using npusim_test::Result;
 using npusim_test::run;
 
-nlohmann::json run_json(const std::string& args) {
-  Result r = run("kernel " + args + " --json");
-  EXPECT_EQ(r.status, 0) << args << "\n" << r.err;
-  if (r.status != 0) return nlohmann::json::object();
-  return nlohmann::json::parse(r.out);
-}
+nlohmann::json run_json(const std::string& args) { return npusim_test::json_of_success(run("kernel " + args + " --json"), args); }
 
 TEST(KernelCli, JsonHasTheContractKeys) {
   const auto j = run_json("vector_add -p n=65536");

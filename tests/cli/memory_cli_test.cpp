@@ -15,12 +15,7 @@ namespace {
 using npusim_test::Result;
 using npusim_test::run;
 
-nlohmann::json json_of(const std::string& args) {
-  Result r = run(args + " --json");
-  EXPECT_EQ(r.status, 0) << args << "\n" << r.err;
-  if (r.status != 0) return nlohmann::json::object();
-  return nlohmann::json::parse(r.out);
-}
+nlohmann::json json_of(const std::string& args) { return npusim_test::json_of_success(run(args + " --json"), args); }
 
 constexpr double kPeak910b = 1638.4;  // GB/s
 

@@ -15,9 +15,7 @@ using npusim_test::Result;
 using npusim_test::run;
 
 nlohmann::json demo(const std::string& args) {
-  Result r = run("kernel pipeline_demo " + args + " --json");
-  EXPECT_EQ(r.status, 0) << r.err;
-  return r.status == 0 ? nlohmann::json::parse(r.out) : nlohmann::json::object();
+  return npusim_test::json_of_success(run("kernel pipeline_demo " + args + " --json"), args);
 }
 
 TEST(RuntimeCli, StreamsOverlapCopiesAndComputeAsTheFormulaSays) {
