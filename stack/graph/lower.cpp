@@ -505,8 +505,7 @@ class Lowering {
       at = dst;
       cur = want;
     };
-    const bool direct = r < 2 || p[r - 1] == r - 1 || (p[r - 1] == r - 2 && p[r - 2] == r - 1 &&
-                                                       std::equal(p.begin(), p.end() - 2, cur.begin()));
+    const bool direct = r < 2 || p[r - 1] == r - 1 || (p[r - 1] == r - 2 && p[r - 2] == r - 1);
     if (direct) {
       apply(p, true);
       if (at != o) view(n, n.outputs[0], at);  // the identity permutation
