@@ -61,6 +61,29 @@ struct Attribute {
   std::vector<std::int64_t> ints;
   std::vector<float> floats;
   Tensor t;
+  static Attribute of_int(std::int64_t v) {
+    Attribute a;
+    a.i = v;
+    return a;
+  }
+  static Attribute of_float(float v) {
+    Attribute a;
+    a.kind = Kind::kFloat;
+    a.f = v;
+    return a;
+  }
+  static Attribute of_string(std::string v) {
+    Attribute a;
+    a.kind = Kind::kString;
+    a.s = std::move(v);
+    return a;
+  }
+  static Attribute of_ints(std::vector<std::int64_t> v) {
+    Attribute a;
+    a.kind = Kind::kInts;
+    a.ints = std::move(v);
+    return a;
+  }
 };
 
 using ValueId = std::int32_t;

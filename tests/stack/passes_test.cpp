@@ -63,18 +63,6 @@ struct Builder {
   NodeId node_of(ValueId v) const { return g.value(v).producer; }
 };
 
-Attribute ints_attr(std::vector<std::int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
-Attribute int_attr(std::int64_t v) {
-  Attribute a;
-  a.i = v;
-  return a;
-}
-
 std::vector<std::string> live_ops(const Graph& g) {
   std::vector<std::string> out;
   for (NodeId id : g.topo_order()) out.push_back((g.node(id).domain.empty() ? "" : g.node(id).domain + ".") + g.node(id).op_type);
@@ -87,8 +75,8 @@ TEST(FoldConstants, ShapeArithmeticFoldsAndTheReshapeKeepsItsData) {
   Builder b;
   const ValueId x = b.input("x", {8, 4, 16});
   const ValueId shape = b.op("Shape", {x}, {3}, {}, ElemType::kInt64);
-  const ValueId d0 = b.op("Gather", {shape, b.ints({0})}, {1}, {{"axis", int_attr(0)}}, ElemType::kInt64);
-  const ValueId cat = b.op("Concat", {d0, b.ints({-1})}, {2}, {{"axis", int_attr(0)}}, ElemType::kInt64);
+  const ValueId d0 = b.op("Gather", {shape, b.ints({0})}, {1}, {{"axis", Attribute::of_int(0)}}, ElemType::kInt64);
+  const ValueId cat = b.op("Concat", {d0, b.ints({-1})}, {2}, {{"axis", Attribute::of_int(0)}}, ElemType::kInt64);
   const ValueId y = b.op("Reshape", {x, cat}, {8, 64});
   b.g.outputs = {y};
   EXPECT_EQ(passes::fold_constants(b.g), 3);  // Shape, Gather, Concat; the Reshape reads x
@@ -100,7 +88,7 @@ TEST(FoldConstants, ShapeArithmeticFoldsAndTheReshapeKeepsItsData) {
 
 TEST(FoldConstants, IntegersStayExactAndVariadicMaxIsNotHalfFolded) {
   Builder b;
-  const ValueId cast = b.op("Cast", {b.ints({std::numeric_limits<std::int64_t>::max()})}, {1}, {{"to", int_attr(7)}}, ElemType::kInt64);
+  const ValueId cast = b.op("Cast", {b.ints({std::numeric_limits<std::int64_t>::max()})}, {1}, {{"to", Attribute::of_int(7)}}, ElemType::kInt64);
   const ValueId mx = b.op("Max", {b.floats({1.0f}), b.floats({2.0f}), b.floats({3.0f})}, {});
   b.g.outputs = {cast, mx};
   EXPECT_EQ(passes::fold_constants(b.g), 1);
@@ -174,7 +162,7 @@ Builder gqa_attention() {
   const ValueId q = b.input("q", {2, 16, 256}), k = b.input("k", {2, 16, 128}), v = b.input("v", {2, 16, 128});
   auto heads = [&](ValueId x, std::int64_t n) {
     const ValueId r = b.op("Reshape", {x, b.ints({2, 16, n, 64})}, {2, 16, n, 64});
-    return b.op("Transpose", {r}, {2, n, 16, 64}, {{"perm", ints_attr({0, 2, 1, 3})}});
+    return b.op("Transpose", {r}, {2, n, 16, 64}, {{"perm", Attribute::of_ints({0, 2, 1, 3})}});
   };
   auto repeat = [&](ValueId x) {
     const ValueId u = b.op("Unsqueeze", {x, b.ints({2})}, {2, 2, 1, 16, 64});
@@ -182,16 +170,16 @@ Builder gqa_attention() {
     return b.op("Reshape", {e, b.ints({2, 4, 16, 64})}, {2, 4, 16, 64});
   };
   const ValueId qh = heads(q, 4), kr = repeat(heads(k, 2)), vr = repeat(heads(v, 2));
-  const ValueId kt = b.op("Transpose", {kr}, {2, 4, 64, 16}, {{"perm", ints_attr({0, 1, 3, 2})}});
+  const ValueId kt = b.op("Transpose", {kr}, {2, 4, 64, 16}, {{"perm", Attribute::of_ints({0, 1, 3, 2})}});
   const ValueId s = b.op("MatMul", {qh, kt}, {2, 4, 16, 16});
   const ValueId sc = b.op("Div", {s, b.floats({8.0f})}, {2, 4, 16, 16});
   std::vector<bool> upper(16 * 16);
   for (int i = 0; i < 16; ++i)
     for (int j = 0; j < 16; ++j) upper[static_cast<std::size_t>(i * 16 + j)] = j > i;
   const ValueId m = b.op("Where", {b.bools(upper, {16, 16}), b.floats({-INFINITY}), sc}, {2, 4, 16, 16});
-  const ValueId p = b.op("Softmax", {m}, {2, 4, 16, 16}, {{"axis", int_attr(-1)}});
+  const ValueId p = b.op("Softmax", {m}, {2, 4, 16, 16}, {{"axis", Attribute::of_int(-1)}});
   const ValueId o = b.op("MatMul", {p, vr}, {2, 4, 16, 64});
-  const ValueId ot = b.op("Transpose", {o}, {2, 16, 4, 64}, {{"perm", ints_attr({0, 2, 1, 3})}});
+  const ValueId ot = b.op("Transpose", {o}, {2, 16, 4, 64}, {{"perm", Attribute::of_ints({0, 2, 1, 3})}});
   b.g.outputs = {b.op("Reshape", {ot, b.ints({2, 16, 256})}, {2, 16, 256})};
   return b;
 }
@@ -218,13 +206,13 @@ TEST(FuseAttention, GroupedQueryAttentionThroughLayoutNodesIsOneNode) {
 TEST(FuseAttention, AMaskThatIsNotCausalBecomesAnAdditiveMask) {
   Builder b;
   const ValueId q = b.input("q", {2, 4, 16, 32}), k = b.input("k", {2, 4, 16, 32}), v = b.input("v", {2, 4, 16, 32});
-  const ValueId kt = b.op("Transpose", {k}, {2, 4, 32, 16}, {{"perm", ints_attr({0, 1, 3, 2})}});
+  const ValueId kt = b.op("Transpose", {k}, {2, 4, 32, 16}, {{"perm", Attribute::of_ints({0, 1, 3, 2})}});
   const ValueId s = b.op("MatMul", {q, kt}, {2, 4, 16, 16});
   std::vector<bool> band(256);
   for (int i = 0; i < 16; ++i)
     for (int j = 0; j < 16; ++j) band[static_cast<std::size_t>(i * 16 + j)] = std::abs(i - j) <= 2;
   const ValueId m = b.op("Where", {b.bools(band, {1, 1, 16, 16}), s, b.floats({-3.0e38f})}, {2, 4, 16, 16});
-  const ValueId p = b.op("Softmax", {m}, {2, 4, 16, 16}, {{"axis", int_attr(-1)}});
+  const ValueId p = b.op("Softmax", {m}, {2, 4, 16, 16}, {{"axis", Attribute::of_int(-1)}});
   b.g.outputs = {b.op("MatMul", {p, v}, {2, 4, 16, 32})};
   EXPECT_EQ(passes::fuse_attention(b.g), 1);
   b.g.compact();
@@ -240,9 +228,9 @@ TEST(FuseAttention, APerBatchPaddingMaskIsNotOneMaskForEveryHead) {
   // scores [8, 2, 8, 8] + mask [8, 1, 1, 8]: as many elements as one S x SK mask, but one row per batch.
   Builder b;
   const ValueId q = b.input("q", {8, 2, 8, 32}), k = b.input("k", {8, 2, 8, 32}), v = b.input("v", {8, 2, 8, 32});
-  const ValueId kt = b.op("Transpose", {k}, {8, 2, 32, 8}, {{"perm", ints_attr({0, 1, 3, 2})}});
+  const ValueId kt = b.op("Transpose", {k}, {8, 2, 32, 8}, {{"perm", Attribute::of_ints({0, 1, 3, 2})}});
   const ValueId s = b.op("Add", {b.op("MatMul", {q, kt}, {8, 2, 8, 8}), b.input("pad", {8, 1, 1, 8})}, {8, 2, 8, 8});
-  const ValueId p = b.op("Softmax", {s}, {8, 2, 8, 8}, {{"axis", int_attr(-1)}});
+  const ValueId p = b.op("Softmax", {s}, {8, 2, 8, 8}, {{"axis", Attribute::of_int(-1)}});
   b.g.outputs = {b.op("MatMul", {p, v}, {8, 2, 8, 32})};
   EXPECT_EQ(passes::fuse_attention(b.g), 0);
 }
@@ -250,8 +238,8 @@ TEST(FuseAttention, APerBatchPaddingMaskIsNotOneMaskForEveryHead) {
 TEST(FuseAttention, HeadDimsTheKernelCannotTakeStayUnfused) {
   Builder b;  // D = 24 is not a multiple of 16
   const ValueId q = b.input("q", {1, 2, 16, 24}), k = b.input("k", {1, 2, 16, 24}), v = b.input("v", {1, 2, 16, 24});
-  const ValueId kt = b.op("Transpose", {k}, {1, 2, 24, 16}, {{"perm", ints_attr({0, 1, 3, 2})}});
-  const ValueId p = b.op("Softmax", {b.op("MatMul", {q, kt}, {1, 2, 16, 16})}, {1, 2, 16, 16}, {{"axis", int_attr(-1)}});
+  const ValueId kt = b.op("Transpose", {k}, {1, 2, 24, 16}, {{"perm", Attribute::of_ints({0, 1, 3, 2})}});
+  const ValueId p = b.op("Softmax", {b.op("MatMul", {q, kt}, {1, 2, 16, 16})}, {1, 2, 16, 16}, {{"axis", Attribute::of_int(-1)}});
   b.g.outputs = {b.op("MatMul", {p, v}, {1, 2, 16, 24})};
   EXPECT_EQ(passes::fuse_attention(b.g), 0);
   EXPECT_EQ(b.g.live_nodes(), 4u);
@@ -262,11 +250,11 @@ TEST(FuseAttention, HeadDimsTheKernelCannotTakeStayUnfused) {
 TEST(FuseRope, RotateHalfBecomesRopeInBsndWithTheTransposeAfterIt) {
   Builder b;
   const ValueId x = b.input("x", {1, 16, 4, 64});
-  const ValueId q = b.op("Transpose", {x}, {1, 4, 16, 64}, {{"perm", ints_attr({0, 2, 1, 3})}});
+  const ValueId q = b.op("Transpose", {x}, {1, 4, 16, 64}, {{"perm", Attribute::of_ints({0, 2, 1, 3})}});
   const ValueId cos = b.input("cos", {16, 64}), sin = b.input("sin", {16, 64});
   const ValueId x2 = b.op("Slice", {q, b.ints({32}), b.ints({64}), b.ints({-1})}, {1, 4, 16, 32});
   const ValueId x1 = b.op("Slice", {q, b.ints({0}), b.ints({32}), b.ints({-1})}, {1, 4, 16, 32});
-  const ValueId cat = b.op("Concat", {b.op("Neg", {x2}, {1, 4, 16, 32}), x1}, {1, 4, 16, 64}, {{"axis", int_attr(-1)}});
+  const ValueId cat = b.op("Concat", {b.op("Neg", {x2}, {1, 4, 16, 32}), x1}, {1, 4, 16, 64}, {{"axis", Attribute::of_int(-1)}});
   const ValueId y = b.op("Add", {b.op("Mul", {q, cos}, {1, 4, 16, 64}), b.op("Mul", {cat, sin}, {1, 4, 16, 64})}, {1, 4, 16, 64});
   b.g.outputs = {y};
   EXPECT_EQ(passes::fuse_rope(b.g), 1);
@@ -284,7 +272,7 @@ TEST(FuseRope, HalvesThatDoNotMatchStay) {
   const ValueId cos = b.input("cos", {16, 64}), sin = b.input("sin", {16, 64});
   const ValueId x2 = b.op("Slice", {q, b.ints({30}), b.ints({64}), b.ints({-1})}, {1, 4, 16, 34});  // not the half
   const ValueId x1 = b.op("Slice", {q, b.ints({0}), b.ints({30}), b.ints({-1})}, {1, 4, 16, 30});
-  const ValueId cat = b.op("Concat", {b.op("Neg", {x2}, {1, 4, 16, 34}), x1}, {1, 4, 16, 64}, {{"axis", int_attr(-1)}});
+  const ValueId cat = b.op("Concat", {b.op("Neg", {x2}, {1, 4, 16, 34}), x1}, {1, 4, 16, 64}, {{"axis", Attribute::of_int(-1)}});
   b.g.outputs = {b.op("Add", {b.op("Mul", {q, cos}, {1, 4, 16, 64}), b.op("Mul", {cat, sin}, {1, 4, 16, 64})}, {1, 4, 16, 64})};
   EXPECT_EQ(passes::fuse_rope(b.g), 0);
 }
@@ -293,8 +281,8 @@ TEST(FuseLayerNorm, OnnxFunctionBodyWithMeanAndInvStdDevOutputs) {
   // ONNX 17's LayerNormalization body: E[x^2] - mean^2, Reciprocal(std) and the mean as outputs.
   Builder b;
   const ValueId x = b.input("x", {6, 32});
-  const ValueId mean = b.op("ReduceMean", {x}, {6, 1}, {{"axes", ints_attr({1})}});
-  const ValueId msq = b.op("ReduceMean", {b.op("Mul", {x, x}, {6, 32})}, {6, 1}, {{"axes", ints_attr({1})}});
+  const ValueId mean = b.op("ReduceMean", {x}, {6, 1}, {{"axes", Attribute::of_ints({1})}});
+  const ValueId msq = b.op("ReduceMean", {b.op("Mul", {x, x}, {6, 32})}, {6, 1}, {{"axes", Attribute::of_ints({1})}});
   const ValueId var = b.op("Sub", {msq, b.op("Mul", {mean, mean}, {6, 1})}, {6, 1});
   const ValueId sd = b.op("Sqrt", {b.op("Add", {var, b.floats({1e-5f})}, {6, 1})}, {6, 1});
   const ValueId n = b.op("Div", {b.op("Sub", {x, mean}, {6, 32}), sd}, {6, 32});
@@ -312,9 +300,9 @@ TEST(FuseLayerNorm, OnnxFunctionBodyWithMeanAndInvStdDevOutputs) {
 TEST(FuseLayerNorm, OnlyInvStdDevUsedKeepsItInTheThirdPlace) {
   Builder b;
   const ValueId x = b.input("x", {6, 32});
-  const ValueId mean = b.op("ReduceMean", {x}, {6, 1}, {{"axes", ints_attr({1})}});
+  const ValueId mean = b.op("ReduceMean", {x}, {6, 1}, {{"axes", Attribute::of_ints({1})}});
   const ValueId dev = b.op("Sub", {x, mean}, {6, 32});
-  const ValueId var = b.op("ReduceMean", {b.op("Pow", {dev, b.floats({2.0f})}, {6, 32})}, {6, 1}, {{"axes", ints_attr({1})}});
+  const ValueId var = b.op("ReduceMean", {b.op("Pow", {dev, b.floats({2.0f})}, {6, 32})}, {6, 1}, {{"axes", Attribute::of_ints({1})}});
   const ValueId sd = b.op("Sqrt", {b.op("Add", {var, b.floats({1e-5f})}, {6, 1})}, {6, 1});
   const ValueId y = b.op("Mul", {b.op("Div", {dev, sd}, {6, 32}), b.input("w", {32})}, {6, 32});
   const ValueId inv = b.op("Reciprocal", {sd}, {6, 1});
@@ -345,9 +333,9 @@ TEST(FuseGelu, TheTanhFormOfGpt2) {
 TEST(FuseSoftmax, TheFunctionBodyOnAnInnerAxis) {
   Builder b;
   const ValueId x = b.input("x", {3, 4, 5});
-  const ValueId mx = b.op("ReduceMax", {x}, {3, 1, 5}, {{"axes", ints_attr({1})}, {"keepdims", int_attr(1)}});
+  const ValueId mx = b.op("ReduceMax", {x}, {3, 1, 5}, {{"axes", Attribute::of_ints({1})}, {"keepdims", Attribute::of_int(1)}});
   const ValueId e = b.op("Exp", {b.op("Sub", {x, mx}, {3, 4, 5})}, {3, 4, 5});
-  const ValueId s = b.op("ReduceSum", {e, b.ints({1})}, {3, 1, 5}, {{"keepdims", int_attr(1)}});
+  const ValueId s = b.op("ReduceSum", {e, b.ints({1})}, {3, 1, 5}, {{"keepdims", Attribute::of_int(1)}});
   b.g.outputs = {b.op("Div", {e, s}, {3, 4, 5})};
   EXPECT_EQ(passes::fuse_softmax(b.g), 1);
   b.g.compact();
@@ -359,7 +347,7 @@ TEST(FuseAddLayerNorm, TheResidualSumStaysAnOutputWhenUsedAgain) {
   Builder b;
   const ValueId x = b.input("x", {8, 64}), r = b.input("r", {8, 64});
   const ValueId h = b.op("Add", {x, r}, {8, 64});
-  const ValueId ln = b.op("LayerNormalization", {h, b.input("gamma", {64}), b.input("beta", {64})}, {8, 64}, {{"axis", int_attr(-1)}});
+  const ValueId ln = b.op("LayerNormalization", {h, b.input("gamma", {64}), b.input("beta", {64})}, {8, 64}, {{"axis", Attribute::of_int(-1)}});
   b.g.outputs = {b.op("Add", {h, ln}, {8, 64})};  // the pre-LN block's next residual reads h
   EXPECT_EQ(passes::fuse_add_layernorm(b.g), 1);
   b.g.compact();

@@ -80,17 +80,6 @@ bool causal_triangle(const std::vector<double>& c, std::int64_t s, std::int64_t 
   return true;
 }
 
-Attribute int_attr(std::int64_t v) {
-  Attribute a;
-  a.i = v;
-  return a;
-}
-Attribute ints_attr(std::vector<std::int64_t> v) {
-  Attribute a;
-  a.kind = Attribute::Kind::kInts;
-  a.ints = std::move(v);
-  return a;
-}
 
 }  // namespace
 
@@ -201,16 +190,13 @@ int fuse_attention(Graph& g) {
     fa.inputs = {qb, kb, vb};
     if (mask != kNoValue) fa.inputs.push_back(mask);
     fa.outputs = {ob};
-    Attribute a_scale;
-    a_scale.kind = Attribute::Kind::kFloat;
-    a_scale.f = static_cast<float>(scale);
-    fa.attrs["scale"] = a_scale;
-    fa.attrs["causal"] = int_attr(causal ? 1 : 0);
-    fa.attrs["shape"] = ints_attr({q->B, q->N, k->kv_heads, s, sk, q->D});
-    fa.attrs["q_layout"] = ints_attr({q->bs, q->ns, q->ss, q->off});
-    fa.attrs["k_layout"] = ints_attr({k->bs, k->ns, k->ss, k->off});
-    fa.attrs["v_layout"] = ints_attr({v->bs, v->ns, v->ss, v->off});
-    fa.attrs["o_layout"] = ints_attr({o->bs, o->ns, o->ss, o->off});
+    fa.attrs["scale"] = Attribute::of_float(static_cast<float>(scale));
+    fa.attrs["causal"] = Attribute::of_int(causal ? 1 : 0);
+    fa.attrs["shape"] = Attribute::of_ints({q->B, q->N, k->kv_heads, s, sk, q->D});
+    fa.attrs["q_layout"] = Attribute::of_ints({q->bs, q->ns, q->ss, q->off});
+    fa.attrs["k_layout"] = Attribute::of_ints({k->bs, k->ns, k->ss, k->off});
+    fa.attrs["v_layout"] = Attribute::of_ints({v->bs, v->ns, v->ss, v->off});
+    fa.attrs["o_layout"] = Attribute::of_ints({o->bs, o->ns, o->ss, o->off});
     g.add_node(std::move(fa));
     remove_dead_nodes(g);
     ++fused;

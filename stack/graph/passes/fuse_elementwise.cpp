@@ -200,14 +200,8 @@ int fuse_elementwise(Graph& g) {
     f.domain = "npusim";
     f.inputs = b.inputs;
     f.outputs = {out};
-    Attribute a;
-    a.kind = Attribute::Kind::kString;
-    a.s = expr;
-    f.attrs["expr"] = a;
-    Attribute k;
-    k.kind = Attribute::Kind::kString;
-    k.s = "Fused" + kinds;
-    f.attrs["kernel"] = k;
+    f.attrs["expr"] = Attribute::of_string(expr);
+    f.attrs["kernel"] = Attribute::of_string("Fused" + kinds);
     g.add_node(std::move(f));
     ++fused;
   }

@@ -46,10 +46,7 @@ int fuse_matmul_epilogue(Graph& g) {
     f.domain = "npusim";
     f.inputs = {x, wt, bias};
     f.outputs = {out};
-    Attribute a_act;
-    a_act.kind = Attribute::Kind::kString;
-    a_act.s = act;
-    f.attrs["act"] = a_act;
+    f.attrs["act"] = Attribute::of_string(act);
     g.add_node(std::move(f));
     ++fused;
   }

@@ -91,13 +91,6 @@ ValueId affine(const Graph& g, ValueId v, std::int64_t n, ValueId* gamma, ValueI
   return a.outputs[0];
 }
 
-Attribute float_attr(float f) {
-  Attribute a;
-  a.kind = Attribute::Kind::kFloat;
-  a.f = f;
-  return a;
-}
-
 std::int64_t last_dim(const Graph& g, ValueId v) {
   const Value& x = g.value(v);
   if (!x.shape || x.shape->empty() || !x.shape->back().known()) return -1;
@@ -224,10 +217,8 @@ int fuse_layernorm(Graph& g) {
       if (!mean_used) ln.outputs.push_back(g.add_value(g.value(out).name + "/mean", ElemType::kFloat32, g.value(mean).shape));
       ln.outputs.push_back(rstd);
     }
-    ln.attrs["epsilon"] = float_attr(static_cast<float>(eps));
-    Attribute axis;
-    axis.i = -1;
-    ln.attrs["axis"] = axis;
+    ln.attrs["epsilon"] = Attribute::of_float(static_cast<float>(eps));
+    ln.attrs["axis"] = Attribute::of_int(-1);
     g.add_node(std::move(ln));
     remove_dead_nodes(g);
     ++fused;
@@ -268,7 +259,7 @@ int fuse_rmsnorm(Graph& g) {
       rn.domain = "npusim";
       rn.inputs = {x, weight};
       rn.outputs = {out};
-      rn.attrs["epsilon"] = float_attr(static_cast<float>(eps));
+      rn.attrs["epsilon"] = Attribute::of_float(static_cast<float>(eps));
       g.add_node(std::move(rn));
       ++fused;
       break;
@@ -334,10 +325,7 @@ int fuse_gelu(Graph& g) {
     ge.domain = "npusim";
     ge.inputs = {x};
     ge.outputs = {out};
-    Attribute approx;
-    approx.kind = Attribute::Kind::kString;
-    approx.s = tanh ? "tanh" : "none";
-    ge.attrs["approximate"] = approx;
+    ge.attrs["approximate"] = Attribute::of_string(tanh ? "tanh" : "none");
     g.add_node(std::move(ge));
     ++fused;
   }

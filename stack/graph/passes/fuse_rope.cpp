@@ -116,10 +116,7 @@ int fuse_rope(Graph& g) {
       rope.op_type = "RoPE";
       rope.domain = "npusim";
       rope.inputs = {src, cos, sin};
-      Attribute layout;
-      layout.kind = Attribute::Kind::kString;
-      layout.s = bsnd ? "bsnd" : "bnsd";
-      rope.attrs["layout"] = layout;
+      rope.attrs["layout"] = Attribute::of_string(bsnd ? "bsnd" : "bnsd");
       if (bsnd) {  // RoPE on [B, S, N, D], then the heads transpose
         const ValueId r = g.add_value(name + "/bsnd", t, g.value(src).shape);
         rope.outputs = {r};
@@ -127,10 +124,7 @@ int fuse_rope(Graph& g) {
         Node tn;
         tn.name = name + "/transpose";
         tn.op_type = "Transpose";
-        Attribute perm;
-        perm.kind = Attribute::Kind::kInts;
-        perm.ints = {0, 2, 1, 3};
-        tn.attrs["perm"] = perm;
+        tn.attrs["perm"] = Attribute::of_ints({0, 2, 1, 3});
         tn.inputs = {r};
         tn.outputs = {out};
         g.add_node(std::move(tn));

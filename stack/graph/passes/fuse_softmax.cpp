@@ -56,9 +56,7 @@ int fuse_softmax(Graph& g) {
     sm.op_type = "Softmax";
     sm.inputs = {x};
     sm.outputs = {out};
-    Attribute a;
-    a.i = axis;
-    sm.attrs["axis"] = a;
+    sm.attrs["axis"] = Attribute::of_int(axis);
     g.add_node(std::move(sm));
     ++fused;
   }
