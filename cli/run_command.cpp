@@ -3,6 +3,7 @@
 #include <chrono>
 #include <fstream>
 #include <cmath>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -87,6 +88,12 @@ int run_model_command(const RunOptions& opts) {
 
   if ((!opts.inputs_dir.empty() || !opts.outputs_dir.empty()) && !opts.functional)
     throw InputError("--inputs and --outputs need --functional");
+  if (!opts.outputs_dir.empty()) {  // made if missing, as `mkdir -p` would, before anything runs
+    std::error_code ec;
+    std::filesystem::create_directories(opts.outputs_dir, ec);
+    if (!std::filesystem::is_directory(opts.outputs_dir))
+      throw InputError("--outputs " + opts.outputs_dir + ": not a directory and cannot be made one" + (ec ? " (" + ec.message() + ")" : ""));
+  }
   std::vector<std::vector<std::uint8_t>> inputs;
   if (opts.functional) {
     std::mt19937_64 rng(2026);

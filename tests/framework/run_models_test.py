@@ -310,9 +310,9 @@ with tempfile.TemporaryDirectory() as d:
     rc, _, err = run([lonely])
     check(rc == 1 and "node 'lonely_add' (Add): input 1 is missing" in err, f"missing input: {rc} {err}")
     # TensorProto .pb inputs and outputs, as the ONNX test data keeps them: the same values as through .npy.
-    pb_in, pb_out = os.path.join(d, "pb_in"), os.path.join(d, "pb_out")
+    # The output directory is made when missing (pb_out/new), and a file in its place is an error.
+    pb_in, pb_out = os.path.join(d, "pb_in"), os.path.join(d, "pb_out", "new")
     os.makedirs(pb_in)
-    os.makedirs(pb_out)
     x = np.load(os.path.join(d, "norm_block_in", "x.npy"))
     with open(os.path.join(pb_in, "x.pb"), "wb") as f:
         f.write(numpy_helper.from_array(x, "x").SerializeToString())
@@ -326,6 +326,9 @@ with tempfile.TemporaryDirectory() as d:
               ".pb output differs from the .npy one")
         check(np.array_equal(np.load(os.path.join(pb_out, "y.npy")), np.load(os.path.join(d, "norm_block_out", "y.npy"))),
               ".pb input gave other values than .npy")
+
+    rc, _, err = run([os.path.join(d, "norm_block.onnx"), "--functional", "--outputs", os.path.join(pb_in, "x.pb")])
+    check(rc == 1 and "x.pb: not a directory" in err, f"--outputs on a file: {rc} {err}")
 
 print("failures:", len(failures))
 sys.exit(1 if failures else 0)
