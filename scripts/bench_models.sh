@@ -3,8 +3,8 @@
 # `npusim run` in timing-only mode, fused and --no-fusion, on the default 910b: device cycles and time, kernels,
 # peak device memory, and the host time of the whole process (import, passes, planning, simulation) and of the
 # simulation alone. Issue 7's target: the LLaMA block compiles and simulates in under 60 s of host time. Prints a
-# markdown table (docs/graph.md records it). The models are written once into build/models/ (a few minutes: the
-# LLaMA block has 200 M parameters and PyTorch traces it on the CPU).
+# markdown table (docs/graph.md records it). The models are written into build/models/ when missing or older than
+# make_models.py (several minutes for the LLaMA block: 200 M parameters traced by PyTorch on the CPU).
 #   scripts/bench_models.sh [--no-setup] [--config NAME] [--runs N]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -24,7 +24,7 @@ done
 if [ $setup -eq 1 ]; then scripts/setup.sh; fi
 mkdir -p build/models
 for m in gpt2 llama bert; do
-  if [ ! -f "build/models/$m.onnx" ]; then
+  if [ ! -f "build/models/$m.onnx" ] || [ examples/models/make_models.py -nt "build/models/$m.onnx" ]; then
     echo "bench_models: writing build/models/$m.onnx (realistic size, float16)" >&2
     /usr/bin/python3 examples/models/make_models.py --size realistic --dtype float16 --models "$m" --out build/models >&2
   fi

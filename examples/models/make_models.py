@@ -7,8 +7,9 @@ graph has the shapes real exports have (hand-written norms, split QKV, repeat_kv
   make_models.py [--size small|realistic] [--dtype float32|float16] [--models gpt2,llama,bert] [--out DIR]
                  [--reference]
 
---reference also writes, per model, seeded inputs NAME_in/x.npy and PyTorch's outputs NAME_ref/y.npy (float32
-models only: PyTorch 1.13 has no float16 kernels on the CPU). --dtype float16 exports in float32 and converts the
+--reference also writes, per model, seeded inputs NAME_in/x.npy (and BERT's attention_mask.npy, with batch i's
+last i * seq / 4 tokens padded) and PyTorch's outputs NAME_ref/y.npy (float32 models only: PyTorch 1.13 has no
+float16 kernels on the CPU). --dtype float16 exports in float32 and converts the
 ONNX graph (initializers, value types, constants, casts) to float16, as deployment tools do.
 
 Sizes (batch, sequence, hidden, heads, KV heads, MLP width):
@@ -142,8 +143,11 @@ class LlamaBlock(nn.Module):
 
 
 class BertLayer(nn.Module):
-    """Post-LN encoder layer: separate Q/K/V projections with bias, bidirectional attention (no padding mask),
-    output projection + residual + LayerNorm, erf-GELU MLP + residual + LayerNorm."""
+    """Post-LN encoder layer: separate Q/K/V projections with bias, bidirectional attention with a padding mask
+    (attention_mask [batch, seq], 1 for a token and 0 for padding, extended to [batch, 1, 1, seq] of 0 / -10000 as
+    BERT does), output projection + residual + LayerNorm, erf-GELU MLP + residual + LayerNorm."""
+
+    extra_inputs = ("attention_mask",)
 
     def __init__(self, batch, seq, hidden, heads, mlp):
         super().__init__()
@@ -161,10 +165,13 @@ class BertLayer(nn.Module):
         b, n, _ = x.shape
         return x.view(b, n, self.nh, self.d).permute(0, 2, 1, 3)
 
-    def forward(self, x):
+    def forward(self, x, attention_mask):
         b, n, _ = x.shape
         q, k, v = self.heads(self.query(x)), self.heads(self.key(x)), self.heads(self.value(x))
-        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d)
+        # -10000 (original BERT) rather than the dtype's minimum: the graph is converted to float16 after export,
+        # where (1 - 1) * min would be 0 * -inf.
+        extended = (1.0 - attention_mask[:, None, None, :]) * -10000.0
+        scores = torch.matmul(q, k.transpose(-1, -2)) / math.sqrt(self.d) + extended
         ctx = torch.matmul(torch.softmax(scores, dim=-1), v).permute(0, 2, 1, 3).reshape(b, n, self.h)
         a = self.attn_norm(self.dense(ctx) + x)
         return self.out_norm(self.output(nn.functional.gelu(self.intermediate(a))) + a)
@@ -202,10 +209,19 @@ def export(name, size, dtype, out, reference):
     cfg = SIZES[size][name]
     model = MODELS[name](**cfg).eval()
     x = torch.randn(cfg["batch"], cfg["seq"], cfg["hidden"])
+    inputs = {"x": x}
+    if "attention_mask" in getattr(model, "extra_inputs", ()):
+        # Batch i has its last i * seq / 4 tokens padded (the first batch none).
+        mask = torch.ones(cfg["batch"], cfg["seq"])
+        for i in range(cfg["batch"]):
+            pad = (i % 4) * cfg["seq"] // 4
+            if pad:
+                mask[i, -pad:] = 0.0
+        inputs["attention_mask"] = mask
     path = os.path.join(out, f"{name}.onnx")
     with torch.no_grad():
-        torch.onnx.export(model, (x,), path, opset_version=17, input_names=["x"], output_names=["y"],
-                          do_constant_folding=True)
+        torch.onnx.export(model, tuple(inputs.values()), path, opset_version=17, input_names=list(inputs),
+                          output_names=["y"], do_constant_folding=True)
     m = onnx.load(path)
     m.producer_name = "npusim examples/models/make_models.py (" + m.producer_name + " " + m.producer_version + ")"
     if dtype == "float16":
@@ -219,8 +235,9 @@ def export(name, size, dtype, out, reference):
         for d in (f"{name}_in", f"{name}_ref"):
             os.makedirs(os.path.join(out, d), exist_ok=True)
         with torch.no_grad():
-            y = model(x)
-        np.save(os.path.join(out, f"{name}_in", "x.npy"), x.numpy())
+            y = model(*inputs.values())
+        for k, v in inputs.items():
+            np.save(os.path.join(out, f"{name}_in", f"{k}.npy"), v.numpy())
         np.save(os.path.join(out, f"{name}_ref", "y.npy"), y.numpy())
 
 

@@ -627,6 +627,10 @@ class Lowering {
       if (t(m).desc.dtype != cube) m = to_half(n, m, cube, "mask");
       ins.push_back(m);
       p["mask"] = "1";
+      if (const Attribute* ms = n.attr("mask_shape")) {
+        if (ms->ints.size() != 3) fail(n, "the 'mask_shape' attribute (batch, head, row dims of the mask) is not three ints");
+        p["mask_shape"] = std::to_string(ms->ints[0]) + "," + std::to_string(ms->ints[1]) + "," + std::to_string(ms->ints[2]);
+      }
     }
     int result = o;
     if (t(o).desc.dtype != cube) result = temp(n.name + "/out_fp16", ops::TensorDesc{t(o).desc.shape, cube});

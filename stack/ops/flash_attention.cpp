@@ -44,9 +44,18 @@ struct FaLayout {
 struct FaShape {
   std::uint32_t B = 1, N = 1, KVN = 1, S = 1, SK = 1, D = 64;
   bool causal = false, mask = false;
+  // The mask is [MB, MN, MS, SK], each of MB, MN, MS either 1 (shared) or B, N, S: one S x SK table, one per batch
+  // or head, or a key-padding row per batch (MS = 1) that every query row adds.
+  std::uint32_t MB = 1, MN = 1, MS = 1;
   float scale = 1.0f;
   bool bsnd = false;      // -p layout=bsnd: Q, K, V and O are [B, S, heads, D]
   FaLayout q, k, v, o;    // K and V index heads 0..KVN-1
+
+  // Element offset of the mask row that query row `row` of head (b, n) adds.
+  std::uint64_t mask_at(std::uint64_t b, std::uint64_t n, std::uint64_t row) const {
+    return ((MB > 1 ? b : 0) * MN + (MN > 1 ? n : 0)) * MS * SK + (MS > 1 ? row : 0) * SK;
+  }
+  bool mask_rows_shared() const { return MS == 1 && S > 1; }
 };
 
 struct FaTiling {
@@ -356,6 +365,7 @@ void fa_vector_split(const FaArgs& g) {
   SoftmaxState<T> sm;
   sm.init(pipe, g);
   const std::uint32_t bk = g.t.bk, d = g.s.D, vec = static_cast<std::uint32_t>(ceil_to(sm.R, 8));
+  const bool shared_mask = g.s.mask_rows_shared();
   // This AIV's rows of a unit of qr rows: the first ceil(qr / 2) on sub-block 0, the rest on 1.
   auto my_rows = [&](const FaStep& st, std::uint32_t* r0) {
     const std::uint32_t half = (st.qr + 1) / 2;
@@ -385,17 +395,19 @@ void fa_vector_split(const FaArgs& g) {
     LocalTensor<T> mk;
     if (g.s.mask) {
       mk = sm.qmask.template AllocTensor<T>();
-      copy_rows_in(mk, g.mask + (static_cast<std::uint64_t>(st.q0 + r0) * g.s.SK + st.kv0) * sizeof(T), rows, st.w, g.s.SK);
+      // A shared row (key padding) is read once; the cast below reads it for every row.
+      copy_rows_in(mk, g.mask + (g.s.mask_at(st.b, st.n, st.q0 + r0) + st.kv0) * sizeof(T), shared_mask ? 1 : rows, st.w, g.s.SK);
       sm.qmask.EnQue(mk);
     }
     sm.qs.EnQue(s);
     s = sm.qs.template DeQue<float>();
     Muls(s, s, g.s.scale, static_cast<std::uint64_t>(rows) * bk);
     if (g.s.mask) {
-      // The mask rows (ub_row<T>(w) apart) in 64-column chunks: cast into fp32 scratch, add to the scores.
+      // The mask rows (ub_row<T>(w) apart, or one row read by every repeat) in 64-column chunks: cast into fp32
+      // scratch, add to the scores.
       mk = sm.qmask.template DeQue<T>();
       const LocalTensor<float> mf = sm.fmaskf.template Get<float>();
-      const std::uint32_t mrow = static_cast<std::uint32_t>(ub_row<T>(st.w));
+      const std::uint32_t mrow = shared_mask ? 0 : static_cast<std::uint32_t>(ub_row<T>(st.w));
       for (std::uint32_t h = 0; h < st.w; h += 64) {
         const std::uint64_t lanes = std::min<std::uint32_t>(64, st.w - h);
         Cast(mf, mk[h], RoundMode::CAST_NONE, lanes, u8(rows), UnaryRepeatParams{1, 1, 8, u8(mrow * sizeof(T) / 32)});
@@ -561,6 +573,7 @@ void fa_coupled(const FaArgs& g) {
   if (steps.empty()) return;
   const std::uint64_t bq = g.t.bq, bk = g.t.bk, d = g.s.D, es = sizeof(T);
   const std::uint32_t dn = g.s.D / 16;
+  const bool shared_mask = g.s.mask_rows_shared();
   TPipe pipe;
   CubeBuffers<T> cb;
   cb.init(pipe, g, false);
@@ -608,14 +621,19 @@ void fa_coupled(const FaArgs& g) {
     if (g.s.mask) {  // the mask rows' 16-column pieces land as NZ column blocks (fp16 16 x 16 fractals)
       mask_in.acquire();
       const LocalTensor<T> mk = mask_ub.Get<T>();
-      for (std::uint32_t fn = 0; fn < n1; ++fn) {
-        const std::uint32_t cols = std::min<std::uint32_t>(16, st.w - fn * 16);
-        GlobalTensor<T> gm;
-        gm.SetGlobalBuffer(g.mask + (static_cast<std::uint64_t>(st.q0) * g.s.SK + st.kv0 + fn * 16) * es);
-        DataCopyPad(mk[static_cast<std::uint64_t>(fn) * m1 * 256], gm,
-                    DataCopyExtParams{u16(st.qr), static_cast<std::uint32_t>(cols * es),
-                                      static_cast<std::uint32_t>((g.s.SK - cols) * es), 0},
-                    DataCopyPadExtParams<T>{});
+      const std::uint64_t row = g.s.mask_at(st.b, st.n, st.q0) + st.kv0;
+      if (shared_mask) {  // one key-padding row, as it is
+        copy_rows_in(mk, g.mask + row * es, 1, st.w, g.s.SK);
+      } else {
+        for (std::uint32_t fn = 0; fn < n1; ++fn) {
+          const std::uint32_t cols = std::min<std::uint32_t>(16, st.w - fn * 16);
+          GlobalTensor<T> gm;
+          gm.SetGlobalBuffer(g.mask + (row + fn * 16) * es);
+          DataCopyPad(mk[static_cast<std::uint64_t>(fn) * m1 * 256], gm,
+                      DataCopyExtParams{u16(st.qr), static_cast<std::uint32_t>(cols * es),
+                                        static_cast<std::uint32_t>((g.s.SK - cols) * es), 0},
+                      DataCopyPadExtParams<T>{});
+        }
       }
       mask_in.publish();
     }
@@ -627,7 +645,10 @@ void fa_coupled(const FaArgs& g) {
       mask_in.take();
       const LocalTensor<T> mk = mask_ub.Get<T>();
       for (std::uint32_t fn = 0; fn < n1; ++fn) {
-        convert(scratch, mk[static_cast<std::uint64_t>(fn) * m1 * 256], s.block_elems());
+        if (shared_mask)  // the row's 16 values of this column block into each of its 16 m1 rows (source repeat stride 0)
+          Cast(scratch, mk[static_cast<std::uint64_t>(fn) * 16], RoundMode::CAST_NONE, 16, u8(m1 * 16), UnaryRepeatParams{1, 1, 2, 0});
+        else
+          convert(scratch, mk[static_cast<std::uint64_t>(fn) * m1 * 256], s.block_elems());
         Add(s.block(fn), s.block(fn), scratch, s.block_elems());
       }
       mask_in.release();
@@ -740,8 +761,22 @@ void fa_kernel(const FaArgs& g, bool split) {
 
 // A parameter the call cannot do without.
 std::uint32_t required_uint(const Params& p, const std::string& key, std::uint32_t max) {
-  if (!p.count(key)) throw InputError("flash_attention: parameter '" + key + "' is required (B, N, S, D; KVN, SK, causal, mask, scale optional)");
+  if (!p.count(key)) throw InputError("flash_attention: parameter '" + key + "' is required (B, N, S, D; KVN, SK, causal, mask, mask_shape, scale optional)");
   return param_uint(p, key, 0, max);
+}
+
+// -p KEY=x,y,z: three integers, or an empty vector when KEY is not given.
+std::vector<std::uint64_t> uint_triple(const Params& p, const std::string& key, const char* what) {
+  const auto it = p.find(key);
+  if (it == p.end()) return {};
+  std::vector<std::uint64_t> v;
+  std::stringstream ss(it->second);
+  for (std::string part; std::getline(ss, part, ',');) {
+    Params one{{key, part}};
+    v.push_back(param_uint(one, key, 0, 1u << 31));
+  }
+  if (v.size() != 3) throw InputError("flash_attention: " + key + "='" + it->second + "' is not " + what);
+  return v;
 }
 
 FaShape parse_fa(const Params& p) {
@@ -758,6 +793,17 @@ FaShape parse_fa(const Params& p) {
   if (s.D % 16 != 0) throw InputError("flash_attention: D=" + std::to_string(s.D) + " must be a multiple of 16 (at most 256)");
   if (s.N % s.KVN != 0)
     throw InputError("flash_attention: N=" + std::to_string(s.N) + " query heads cannot be grouped over KVN=" + std::to_string(s.KVN) + " key/value heads");
+  s.MS = s.S;
+  if (const auto ms = uint_triple(p, "mask_shape", "MB,MN,MS"); !ms.empty()) {
+    if (!s.mask) throw InputError("flash_attention: mask_shape is given without mask=1");
+    const std::uint32_t full[] = {s.B, s.N, s.S};
+    for (int i = 0; i < 3; ++i)
+      if (ms[i] != 1 && ms[i] != full[i])
+        throw InputError("flash_attention: mask_shape='" + p.at("mask_shape") + "': " + "BNS"[i] + " of the mask must be 1 or " + std::to_string(full[i]));
+    s.MB = static_cast<std::uint32_t>(ms[0]);
+    s.MN = static_cast<std::uint32_t>(ms[1]);
+    s.MS = static_cast<std::uint32_t>(ms[2]);
+  }
   s.scale = static_cast<float>(param_real(p, "scale", 1.0 / std::sqrt(static_cast<double>(s.D)), false));
   const auto lay = p.find("layout");
   if (lay != p.end() && lay->second != "bnsd" && lay->second != "bsnd")
@@ -771,15 +817,7 @@ FaShape parse_fa(const Params& p) {
   s.k = s.v = natural(s.KVN, s.SK);
   // Explicit layouts (from the graph engine): -p q_strides=bs,ns,ss -p q_offset=off, in elements.
   for (auto [name, lay_ptr] : {std::pair{"q", &s.q}, {"k", &s.k}, {"v", &s.v}, {"o", &s.o}}) {
-    const auto it = p.find(std::string(name) + "_strides");
-    if (it != p.end()) {
-      std::vector<std::uint64_t> st;
-      std::stringstream ss(it->second);
-      for (std::string part; std::getline(ss, part, ',');) {
-        Params one{{"stride", part}};
-        st.push_back(param_uint(one, "stride", 0, 1u << 31));
-      }
-      if (st.size() != 3) throw InputError(std::string("flash_attention: ") + name + "_strides='" + it->second + "' is not b,n,s");
+    if (const auto st = uint_triple(p, std::string(name) + "_strides", "b,n,s"); !st.empty()) {
       lay_ptr->bs = st[0];
       lay_ptr->ns = st[1];
       lay_ptr->ss = st[2];
@@ -790,6 +828,12 @@ FaShape parse_fa(const Params& p) {
                        " elements apart (D=" + std::to_string(D) + " to 65535 allowed)");
   }
   return s;
+}
+
+// The mask's shape: S x SK for one table (the usual call), else [MB, MN, MS, SK].
+Shape mask_shape(const FaShape& s) {
+  if (s.MB == 1 && s.MN == 1 && s.MS == s.S) return Shape{s.S, s.SK};
+  return Shape{s.MB, s.MN, s.MS, s.SK};
 }
 
 // Elements a tensor of `heads` heads and `seq` rows spans in its layout.
@@ -854,7 +898,7 @@ std::vector<HostTensor> fa_reference(const std::vector<TensorDesc>&, const Param
         for (std::uint32_t j = 0; j < keys; ++j) {
           double dot = 0;
           for (std::uint32_t c = 0; c < s.D; ++c) dot += static_cast<double>(q[i * s.q.ss + c]) * k[j * s.k.ss + c];
-          score[j] = dot * s.scale + (s.mask ? v[3][static_cast<std::size_t>(i) * s.SK + j] : 0.0);
+          score[j] = dot * s.scale + (s.mask ? v[3][s.mask_at(b, n, i) + j] : 0.0);
           mx = std::max(mx, score[j]);
         }
         double sum = 0;
@@ -875,7 +919,7 @@ OpDef flash_attention_op() {
   OpDef d;
   d.name = "flash_attention";
   d.summary = "O = softmax(scale Q K^T + mask) V, BNSD or BSND layout (or explicit strides), grouped-query heads (KVN), causal, online softmax in fp32";
-  d.params = {"B", "N", "KVN", "S", "SK", "D", "causal", "mask", "scale", "layout", "q_strides", "k_strides", "v_strides",
+  d.params = {"B", "N", "KVN", "S", "SK", "D", "causal", "mask", "mask_shape", "scale", "layout", "q_strides", "k_strides", "v_strides",
               "o_strides", "q_offset", "k_offset", "v_offset", "o_offset"};
   d.inputs = [](const Params& p, DType t) {
     if (t == DType::kFp32) throw InputError("flash_attention takes fp16 or bf16");
@@ -885,7 +929,7 @@ OpDef flash_attention_op() {
       return s.bsnd ? Shape{s.B, seq, heads, s.D} : l.off || l.ss != s.D ? Shape{extent(l, s.B, heads, seq, s.D)} : Shape{s.B, heads, seq, s.D};
     };
     std::vector<TensorDesc> in{{shape(s.N, s.S, s.q), t}, {shape(s.KVN, s.SK, s.k), t}, {shape(s.KVN, s.SK, s.v), t}};
-    if (s.mask) in.push_back({Shape{s.S, s.SK}, t});
+    if (s.mask) in.push_back({mask_shape(s), t});
     return in;
   };
   d.plan = [](const std::vector<TensorDesc>& in, const Params& p, const config::ChipConfig& chip) {
@@ -900,8 +944,9 @@ OpDef flash_attention_op() {
         throw InputError("flash_attention: input " + std::to_string(i) + " (" + (in.size() > i ? shape_string(in[i].shape) : "missing") +
                          ") is smaller than the " + std::to_string(need) + " elements its layout reaches");
     }
-    if (s.mask && (in.size() < 4 || elements(in[3].shape) != static_cast<std::uint64_t>(s.S) * s.SK))
-      throw InputError("flash_attention: the mask must be S x SK = " + std::to_string(s.S) + "x" + std::to_string(s.SK));
+    if (s.mask && (in.size() < 4 || elements(in[3].shape) != elements(mask_shape(s))))
+      throw InputError("flash_attention: the mask must be MB x MN x MS x SK = " + shape_string(mask_shape(s)) +
+                       (in.size() < 4 ? std::string(", none given") : ", not " + shape_string(in[3].shape)));
     OpPlan plan;
     const std::uint64_t o_span = extent(s.o, s.B, s.N, s.S, s.D);
     plan.outputs = {{s.bsnd ? Shape{s.B, s.S, s.N, s.D} : o_span == static_cast<std::uint64_t>(s.B) * s.N * s.S * s.D && s.o.ss == s.D

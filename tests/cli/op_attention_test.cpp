@@ -30,6 +30,22 @@ TEST(OpAttention, RandomShapesMatchTheReferenceOnSplitAndCoupledChips) {
   }
 }
 
+// Masks of shape [MB, MN, MS, SK] (each of MB, MN, MS 1 or full): per batch, per head, and a key-padding row per
+// batch that every query row adds (read once, broadcast in the UB), against the reference's broadcasting. Random
+// values differ per batch and head, so reading another batch's or row's mask fails the check.
+TEST(OpAttention, BroadcastMasksMatchTheReferenceOnSplitAndCoupledChips) {
+  for (const char* config : {"tiny", "910b", "910"}) {
+    for (const char* ms : {"2,1,1", "2,3,37", "1,3,1", "2,1,37"}) {
+      const std::string args = "flash_attention --check --config " + std::string(config) +
+                               " -p B=2 -p N=3 -p S=37 -p SK=150 -p D=64 -p mask=1 -p mask_shape=" + ms;
+      const auto j = op_json(args);
+      EXPECT_TRUE(j["check"]["passed"].get<bool>()) << args << " " << j["check"];
+    }
+  }
+  const auto causal = op_json("flash_attention --check --config 910b -p B=2 -p N=2 -p S=200 -p D=128 -p causal=1 -p mask=1 -p mask_shape=2,1,1 --dtype bf16");
+  EXPECT_TRUE(causal["check"]["passed"].get<bool>()) << causal["check"];
+}
+
 // Issue 6: the seed shape (4, 32, 2048, 64, causal, fp16) within 1e-3 of the fp32 reference. About a minute of
 // host time; scripts/test.sh --sanitize leaves it out.
 TEST(OpAttention, SeedShapeIsWithinOneThousandth) {
@@ -88,6 +104,9 @@ TEST(OpAttention, BadCallsAreClearErrors) {
       {"op flash_attention -p B=1 -p N=2 -p S=4 -p D=64 -p scale=-1", "scale='-1' is not a positive number"},
       {"op flash_attention -p B=1 -p N=2 -p S=4 -p D=64 --dtype fp32", "flash_attention takes fp16 or bf16"},
       {"op flash_attention -p B=1 -p N=1 -p S=4 -p D=256 --config tiny --set buffers.l0b.size=4KiB", "no block of D=256 fits the buffers of chip tiny"},
+      {"op flash_attention -p B=2 -p N=2 -p S=4 -p D=64 -p mask=1 -p mask_shape=3,1,1", "B of the mask must be 1 or 2"},
+      {"op flash_attention -p B=2 -p N=2 -p S=4 -p D=64 -p mask=1 -p mask_shape=1,1", "mask_shape='1,1' is not MB,MN,MS"},
+      {"op flash_attention -p B=2 -p N=2 -p S=4 -p D=64 -p mask_shape=2,1,1", "mask_shape is given without mask=1"},
   });
 }
 

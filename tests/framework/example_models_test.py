@@ -2,7 +2,8 @@
 """The example models (examples/models/make_models.py: GPT-2 decoder block, LLaMA block, BERT encoder layer, written
 with Debian's python3-torch and exported with torch.onnx.export) run end to end through `npusim run` in functional
 mode at the small size and match PyTorch's outputs; with fusion they take fewer cycles and less peak device memory
-than with --no-fusion, and their attention is one FlashAttention task in the task list and the trace.
+than with --no-fusion, and their attention is one FlashAttention task in the task list and the trace (BERT's with
+its padding mask, whose padded tokens change the outputs, so a mask the kernel misread would not match).
 
 Tolerance: the models are float32 and their MatMuls and attention run on the Cube in fp16 (CANN's
 allow_fp32_to_fp16, docs/graph.md), so activations and weights are rounded to 11 significant bits before each

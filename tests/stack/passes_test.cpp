@@ -224,15 +224,39 @@ TEST(FuseAttention, AMaskThatIsNotCausalBecomesAnAdditiveMask) {
   EXPECT_EQ(mask[0 * 16 + 3], -65504.0);  // the fill, clamped to what fp16 holds
 }
 
-TEST(FuseAttention, APerBatchPaddingMaskIsNotOneMaskForEveryHead) {
-  // scores [8, 2, 8, 8] + mask [8, 1, 1, 8]: as many elements as one S x SK mask, but one row per batch.
+// scores [8, 2, 8, 8] + `mask`: the fused node keeps the mask as it is and records how it broadcasts (batch, head,
+// row dims), or the pattern stays unfused when the mask does not broadcast dim by dim.
+Builder masked_attention(const Shape& mask) {
   Builder b;
   const ValueId q = b.input("q", {8, 2, 8, 32}), k = b.input("k", {8, 2, 8, 32}), v = b.input("v", {8, 2, 8, 32});
   const ValueId kt = b.op("Transpose", {k}, {8, 2, 32, 8}, {{"perm", Attribute::of_ints({0, 1, 3, 2})}});
-  const ValueId s = b.op("Add", {b.op("MatMul", {q, kt}, {8, 2, 8, 8}), b.input("pad", {8, 1, 1, 8})}, {8, 2, 8, 8});
+  const ValueId s = b.op("Add", {b.op("MatMul", {q, kt}, {8, 2, 8, 8}), b.input("mask", mask)}, {8, 2, 8, 8});
   const ValueId p = b.op("Softmax", {s}, {8, 2, 8, 8}, {{"axis", Attribute::of_int(-1)}});
   b.g.outputs = {b.op("MatMul", {p, v}, {8, 2, 8, 32})};
-  EXPECT_EQ(passes::fuse_attention(b.g), 0);
+  return b;
+}
+
+TEST(FuseAttention, MasksThatBroadcastPerBatchHeadOrRowAreKeptWithTheirShape) {
+  const std::pair<Shape, Shape> cases[] = {
+      {{8, 1, 1, 8}, {8, 1, 1}},  // a key-padding row per batch (BERT's extended attention mask)
+      {{8, 2, 8, 8}, {8, 2, 8}},  // one table per batch and head
+      {{2, 8, 8}, {1, 2, 8}},     // per head, the batch dim left out
+      {{8, 8}, {1, 1, 8}},        // one S x SK table
+      {{8}, {1, 1, 1}},           // one key row for all
+  };
+  for (const auto& [mask, dims] : cases) {
+    Builder b = masked_attention(mask);
+    ASSERT_EQ(passes::fuse_attention(b.g), 1) << ::testing::PrintToString(mask);
+    b.g.compact();
+    const Node& fa = b.g.node(0);
+    ASSERT_EQ(fa.inputs.size(), 4u);
+    EXPECT_EQ(b.g.value(fa.inputs[3]).name, "mask");
+    EXPECT_EQ(fa.attr("mask_shape")->ints, dims) << ::testing::PrintToString(mask);
+  }
+  for (const Shape& bad : {Shape{4, 1, 1, 8}, Shape{8, 1, 2, 8}, Shape{1, 8, 1, 1, 8}}) {
+    Builder b = masked_attention(bad);  // 4 of 8 batches, 2 of 8 rows, more dims than the scores
+    EXPECT_EQ(passes::fuse_attention(b.g), 0) << ::testing::PrintToString(bad);
+  }
 }
 
 TEST(FuseAttention, HeadDimsTheKernelCannotTakeStayUnfused) {

@@ -1,7 +1,9 @@
 // Attention fusion: the decomposed scaled-dot-product attention a framework exports becomes one FlashAttention node.
 //   scores = MatMul(Q, Kt)          Kt any layout view of K with its last two dims swapped
 //   scaled = Div(scores, c) | Mul(scores, c)    c a scalar constant (optional)
-//   masked = Add(scaled, mask)                  an additive S x SK mask (optional), or
+//   masked = Add(scaled, mask)                  an additive mask (optional) that broadcasts over the scores with
+//                                               its batch, head and row dims each 1 or full: one S x SK table,
+//                                               per batch or head, or a key-padding row per batch [B, 1, 1, SK]; or
 //            Where(cond, scaled, low) | Where(cond, low, scaled)    cond a constant S x SK bool, low <= -1e4:
 //                                               the lower triangle allowed is causal, any other pattern an
 //                                               additive mask of 0 / low
@@ -15,6 +17,7 @@
 // (and O) are rank-3 or rank-4 views whose head dim D is contiguous, D a multiple of 16 up to 256, rows at most
 // 65535 elements apart, K/V heads either per query head or grouped (KV heads, repeats with stride 0); float types.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <optional>
 
@@ -65,6 +68,21 @@ std::optional<HeadLayout> heads_of(const View& v, bool allow_groups) {
   return h;
 }
 
+// How an additive mask broadcasts over the scores [B, N, S, SK] (or [B, S, SK]): its dims right-aligned, each of
+// the batch, head and row dims 1 or full, the key dim full. Returns {MB, MN, MS} (per batch, per head, per row).
+std::optional<std::array<std::int64_t, 3>> mask_broadcast(const std::vector<std::int64_t>& mask,
+                                                          const std::vector<std::int64_t>& scores) {
+  const std::size_t r = scores.size();
+  if (mask.empty() || mask.size() > r || mask.back() != scores.back()) return std::nullopt;
+  std::vector<std::int64_t> m(r - mask.size(), 1);
+  m.insert(m.end(), mask.begin(), mask.end());
+  for (std::size_t d = 0; d + 1 < r; ++d)
+    if (m[d] != 1 && m[d] != scores[d]) return std::nullopt;
+  if (r == 3) return std::array<std::int64_t, 3>{m[0], 1, m[1]};
+  if (r == 4) return std::array<std::int64_t, 3>{m[0], m[1], m[2]};
+  return std::nullopt;
+}
+
 // A shape that is S x SK with leading 1s only: one mask for every batch and head.
 bool one_mask(const std::vector<std::int64_t>& shape, std::int64_t s, std::int64_t sk) {
   if (shape.empty() || shape.back() != sk || (shape.size() == 1 ? s != 1 : shape[shape.size() - 2] != s)) return false;
@@ -102,13 +120,14 @@ int fuse_attention(Graph& g) {
     bool causal = false;
     ValueId mask = kNoValue;
     std::optional<Tensor> where_mask;  // an additive mask made from a Where's condition
+    std::optional<std::array<std::int64_t, 3>> mask_dims;  // the mask's batch, head and row dims (1 or full)
     const std::int64_t s = (*xs)[xs->size() - 2], sk = xs->back();
     if (const NodeId add = producer(g, x, "Add"); add >= 0 && single_use(g, x)) {
       const Node& a = g.node(add);
       const bool mask_first = g.value(a.inputs[0]).constant.has_value() && !g.value(a.inputs[1]).constant.has_value();
       const ValueId m = a.inputs[mask_first ? 0 : 1];
       const auto ms = static_shape(g.value(m));
-      if (!ms || !one_mask(*ms, s, sk)) continue;  // a per-batch padding mask [B, 1, 1, SK] is not one S x SK mask
+      if (!ms || !(mask_dims = mask_broadcast(*ms, *xs)) || g.value(m).type != g.value(x).type) continue;
       mask = m;
       x = a.inputs[mask_first ? 1 : 0];
       removed.push_back(add);
@@ -135,6 +154,7 @@ int fuse_attention(Graph& g) {
           hw::isa::store_float(&t.bytes[i * elem_bytes(t.type)], *dt, allowed ? 0.0f : static_cast<float>(std::max(low, -65504.0)));
         }
         where_mask = std::move(t);
+        mask_dims = std::array<std::int64_t, 3>{1, 1, s};
       }
       x = low_second ? w.inputs[1] : w.inputs[2];
       removed.push_back(wh);
@@ -173,6 +193,7 @@ int fuse_attention(Graph& g) {
     if (q->S != s || k->S != sk || v->S != sk || k->D != q->D || v->D != q->D || o->D != q->D || o->S != s) continue;
     if (k->B != q->B || v->B != q->B || o->B != q->B || k->N != q->N || v->N != q->N || o->N != q->N) continue;
     if (k->kv_heads != v->kv_heads || q->N % k->kv_heads != 0) continue;
+    if (xs->front() != q->B || (xs->size() == 4 && (*xs)[1] != q->N)) continue;  // the scores' batch and head dims
     const ElemType t = g.value(qb).type;
     if (t != g.value(kb).type || t != g.value(vb).type || t != g.value(ob).type ||
         (t != ElemType::kFloat32 && t != ElemType::kFloat16 && t != ElemType::kBFloat16))
@@ -188,7 +209,10 @@ int fuse_attention(Graph& g) {
     fa.op_type = "FlashAttention";
     fa.domain = "npusim";
     fa.inputs = {qb, kb, vb};
-    if (mask != kNoValue) fa.inputs.push_back(mask);
+    if (mask != kNoValue) {
+      fa.inputs.push_back(mask);
+      fa.attrs["mask_shape"] = Attribute::of_ints({(*mask_dims)[0], (*mask_dims)[1], (*mask_dims)[2]});
+    }
     fa.outputs = {ob};
     fa.attrs["scale"] = Attribute::of_float(static_cast<float>(scale));
     fa.attrs["causal"] = Attribute::of_int(causal ? 1 : 0);
