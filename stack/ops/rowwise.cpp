@@ -39,6 +39,7 @@ struct RowArgs {
   std::uint64_t ho = 0, seq = 0;           // rope: rows are positions modulo seq
   std::uint64_t heads = 1;                 // rope: consecutive rows sharing a position (the BSND layout)
   std::uint64_t per_block = 0, tile = 0;   // rows per core and per tile
+  std::uint64_t chunk = 0;                 // columns per chunk of a row too long for the UB (long_row_kernel)
   float eps = 1e-5f;
 };
 
@@ -324,6 +325,166 @@ void row_kernel(const RowArgs& a) {
   }
 }
 
+// Rows too long for the UB (a LayerNorm over 8192 fp16 or 4096 fp32 values with its buffers, a softmax over 32 K
+// keys): each core takes whole rows, one at a time, and streams each row through in chunks of `chunk` columns,
+// twice. Pass 1 gathers the row's statistics: softmax the running max and the sum of exponentials, rescaled by
+// exp(m_old - m_new) when the max grows (online softmax); the norms the sums of x and x^2 in fp32. Pass 2 reads
+// the chunks again (and gamma, beta) and writes the output. GM traffic: the input twice, the output once; a row
+// that fits one chunk (but not the short path's double-buffered tiles) is read once.
+template <class T>
+void long_row_kernel(const RowArgs& a) {
+  const std::uint64_t first = GetBlockIdx() * a.per_block;
+  if (first >= a.rows) return;
+  const std::uint64_t count = std::min(a.per_block, a.rows - first), es = sizeof(T), C = a.chunk;
+  const bool ln = a.kind == RowKind::kLayerNorm, norm = ln || a.kind == RowKind::kRmsNorm;
+  TPipe pipe;
+  TQue<TPosition::VECIN, 2> qin, qpar;
+  TQue<TPosition::VECOUT, 2> qout;
+  TQue<TPosition::VECOUT, 1> qsum, qstat;
+  TBuf<TPosition::VECCALC> fx, ft, fpart, fv, fbc;
+  pipe.InitBuffer(qin, 2, (a.add ? 2 : 1) * C * es);
+  if (norm) pipe.InitBuffer(qpar, 2, (ln ? 2 : 1) * C * es);
+  pipe.InitBuffer(qout, 2, C * es);
+  if (a.sum) pipe.InitBuffer(qsum, 1, C * es);
+  if (a.stats) pipe.InitBuffer(qstat, 1, 64);
+  pipe.InitBuffer(fx, C * 4);
+  pipe.InitBuffer(ft, C * 4);
+  ReduceScratch rs;
+  rs.part_stride = ReduceScratch::stride_for(C);
+  pipe.InitBuffer(fpart, rs.part_stride * 4);
+  rs.part = fpart.Get<float>();
+  pipe.InitBuffer(fv, 7 * 32);  // per-row scalars, one 32 B block each
+  pipe.InitBuffer(fbc, 2 * 32);
+  const LocalTensor<float> v = fv.Get<float>(), bc = fbc.Get<float>(), bc2 = bc[8];
+  const LocalTensor<float> m = v, l = v[8], part = v[16], part2 = v[24], alpha = v[32], mean = v[40], rstd = v[48];
+  const std::uint64_t chunks = ceil_div(a.h, C);
+  const bool resident = chunks == 1;
+  const float inv_h = 1.0f / static_cast<float>(a.h);
+  // Chunk c of row `row` (w columns) into X in fp32: x, or x + residual rounded to T (written out in pass 1 when
+  // the sum is an output), as the short path and an unfused Add leave it.
+  auto load = [&](std::uint64_t row, std::uint64_t c0, std::uint64_t w, const F32Rows& X, bool write_sum) {
+    LocalTensor<T> in = qin.AllocTensor<T>();
+    copy_in(in, a.x + (row * a.h + c0) * es, w);
+    if (a.add) copy_in(in[C], a.res + (row * a.h + c0) * es, w);
+    qin.EnQue(in);
+    in = qin.DeQue<T>();
+    if (!a.add) {
+      convert(X.t, in, w);
+      qin.FreeTensor(in);
+      return;
+    }
+    // The sum goes through the output queue when written, else through the fp32 temporary (free until after X
+    // is converted).
+    LocalTensor<T> sum = write_sum ? qsum.AllocTensor<T>() : ft.Get<T>();
+    Add(sum, in, in[C], w);
+    qin.FreeTensor(in);
+    convert(X.t, sum, w);
+    if (write_sum) {
+      qsum.EnQue(sum);
+      sum = qsum.DeQue<T>();
+      copy_out(a.sum + (row * a.h + c0) * es, sum, w);
+      qsum.FreeTensor(sum);
+    }
+  };
+  for (std::uint64_t row = first; row < first + count; ++row) {
+    for (std::uint64_t c = 0; c < chunks; ++c) {  // pass 1: statistics
+      const std::uint64_t c0 = c * C, w = std::min(C, a.h - c0);
+      const F32Rows X{fx.Get<float>(), w, ceil_to(w, 64)}, Tm{ft.Get<float>(), w, X.stride};
+      load(row, c0, w, X, a.sum != 0);
+      if (a.kind == RowKind::kSoftmax) {
+        pad_rows(X, 1, kLowest);
+        if (c == 0) {
+          reduce_rows(true, m, X, 1, rs);
+        } else {
+          reduce_rows(true, part, X, 1, rs);
+          Max(part, m, part, 1);     // m_new
+          Sub(alpha, m, part, 1);
+          Exp(alpha, alpha, 1);      // exp(m_old - m_new)
+          Adds(m, part, 0.0f, 1);
+        }
+        row_scalar(RowOp::kSub, X, 1, m, bc);
+        Exp(X.t, X.t, X.stride);  // the pads become 0
+        reduce_rows(false, c == 0 ? l : part, X, 1, rs);
+        if (c > 0) {
+          Mul(l, l, alpha, 1);
+          Add(l, l, part, 1);
+        }
+      } else {
+        pad_rows(X, 1, 0.0f);
+        Mul(Tm.t, X.t, X.t, X.stride);
+        reduce_rows(false, c == 0 ? l : part, Tm, 1, rs);  // sum of x^2
+        if (ln) reduce_rows(false, c == 0 ? m : part2, X, 1, rs);  // sum of x
+        if (c > 0) {
+          Add(l, l, part, 1);
+          if (ln) Add(m, m, part2, 1);
+        }
+      }
+    }
+    if (norm) {  // var = E[x^2] - mean^2, rstd = 1 / sqrt(var + eps); x rstd - mean rstd in one pass below
+      Muls(l, l, inv_h, 1);
+      if (ln) {
+        Muls(mean, m, inv_h, 1);
+        Mul(part, mean, mean, 1);
+        Sub(l, l, part, 1);
+      }
+      Adds(l, l, a.eps, 1);
+      Rsqrt(rstd, l, 1);
+      Brcb(bc, rstd, 1, BrcbRepeatParams{1, 8});
+      if (ln) {
+        Mul(part, mean, rstd, 1);
+        Muls(part, part, -1.0f, 1);
+        Brcb(bc2, part, 1, BrcbRepeatParams{1, 8});
+      }
+      if (a.stats) {
+        LocalTensor<float> st = qstat.AllocTensor<float>();
+        Adds(st, mean, 0.0f, 1);
+        Adds(st[8], rstd, 0.0f, 1);
+        qstat.EnQue(st);
+        st = qstat.DeQue<float>();
+        copy_out(a.mean + row * 4, st, 1);
+        copy_out(a.rstd + row * 4, st[8], 1);
+        qstat.FreeTensor(st);
+      }
+    }
+    for (std::uint64_t c = 0; c < chunks; ++c) {  // pass 2: the output
+      const std::uint64_t c0 = c * C, w = std::min(C, a.h - c0);
+      const F32Rows X{fx.Get<float>(), w, ceil_to(w, 64)};
+      LocalTensor<T> par;
+      if (norm) {
+        par = qpar.AllocTensor<T>();
+        copy_in(par, a.p1 + c0 * es, w);
+        if (ln) copy_in(par[C], a.p2 + c0 * es, w);
+        qpar.EnQue(par);
+      }
+      // A row of one chunk is still in X from pass 1 (softmax: as exp(x - m)), so it is not read again.
+      if (!resident) load(row, c0, w, X, false);
+      if (a.kind == RowKind::kSoftmax) {
+        if (!resident) {
+          row_scalar(RowOp::kSub, X, 1, m, bc);
+          Exp(X.t, X.t, X.stride);
+        }
+        row_scalar(RowOp::kDiv, X, 1, l, bc);
+      } else if (ln) {
+        FusedMulAdd(X.t, bc, bc2, 64, u8(X.stride / 64), BinaryRepeatParams{1, 0, 0, 8, 0, 0});
+      } else {
+        Mul(X.t, X.t, bc, 64, u8(X.stride / 64), BinaryRepeatParams{1, 1, 0, 8, 8, 0});
+      }
+      LocalTensor<T> out = qout.AllocTensor<T>();
+      convert(out, X.t, w);
+      if (norm) {  // the affine step, in T
+        par = qpar.DeQue<T>();
+        if (ln) FusedMulAdd(out, par, par[C], w);
+        else Mul(out, out, par, w);
+        qpar.FreeTensor(par);
+      }
+      qout.EnQue(out);
+      out = qout.DeQue<T>();
+      copy_out(a.out + (row * a.h + c0) * es, out, w);
+      qout.FreeTensor(out);
+    }
+  }
+}
+
 // --- Host side ----------------------------------------------------------------------------------------------------
 
 // UB bytes per row of a tile, and fixed bytes, for the kind.
@@ -346,6 +507,19 @@ void ub_need(RowKind kind, std::uint64_t h, std::uint64_t es, bool add, bool sta
   }
 }
 
+// Columns per chunk for long_row_kernel: the largest multiple of 64 (at most 255 repeats of 64 lanes) whose
+// buffers fit the UB: x (and the residual) in, gamma (and beta), out, each twice; the sum; X and a temporary in
+// fp32; the reduction partials and the per-row scalars. 0 when not even 64 columns fit.
+std::uint64_t long_row_chunk(RowKind kind, std::uint64_t h, std::uint64_t es, bool add, bool stats, std::uint64_t ub) {
+  const bool ln = kind == RowKind::kLayerNorm, norm = ln || kind == RowKind::kRmsNorm;
+  const std::uint64_t t_bufs = 2 * (add ? 2 : 1) + (norm ? 2 * (ln ? 2 : 1) : 0) + 2 + (add ? 1 : 0);
+  for (std::uint64_t c = std::min<std::uint64_t>(255 * 64, ceil_to(h, 64)); c >= 64; c -= 64) {
+    const std::uint64_t need = t_bufs * c * es + 2 * c * 4 + ReduceScratch::stride_for(c) * 4 + 7 * 32 + 64 + (stats ? 64 : 0) + 256;
+    if (need <= ub) return c;
+  }
+  return 0;
+}
+
 OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) {
   OpDef d;
   d.name = name;
@@ -354,6 +528,7 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
   const bool rope = kind == RowKind::kRopeHalf || kind == RowKind::kRopeInterleaved;
   const bool add = name == "add_layernorm";
   d.params = {"shape"};
+  if (kind == RowKind::kSoftmax || norm) d.params.push_back("chunk");
   if (norm) d.params.push_back("eps");
   if (kind == RowKind::kLayerNorm) d.params.push_back("stats");
   if (add) d.params.push_back("sum");
@@ -403,13 +578,23 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
     std::uint64_t per_row = 0, fixed = 0;
     ub_need(kind, h, es, add, a.stats, &per_row, &fixed);
     const std::uint64_t len = (kind == RowKind::kSwiGlu || kind == RowKind::kRopeHalf) ? h / 2 : h;
-    if (ceil_to(len, 64) / 64 > 255 || fixed + per_row > chip.buffers.ub.size)
-      throw InputError(name + ": a row of " + std::to_string(h) + " elements does not fit the UB of chip " + chip.name);
-    const std::uint64_t cores = chip.vector_units();
-    // Blocks and tiles hold whole positions when the heads of a position share a table row.
-    a.per_block = ceil_div(a.rows / a.heads, cores) * a.heads;
-    a.tile = std::min<std::uint64_t>({255, (chip.buffers.ub.size - fixed) / per_row, a.per_block}) / a.heads * a.heads;
-    if (a.tile == 0) throw InputError(name + ": the " + std::to_string(a.heads) + " heads of a position do not fit the UB of chip " + chip.name);
+    const bool reduces = kind == RowKind::kSoftmax || norm;
+    const std::uint64_t ub = chip.buffers.ub.size, cores = chip.vector_units();
+    const std::uint64_t forced = reduces ? param_uint(p, "chunk", 0, 16320) : 0;
+    if (forced % 64) throw InputError(name + ": chunk=" + std::to_string(forced) + " is not a multiple of 64");
+    if (forced || ceil_to(len, 64) / 64 > 255 || fixed + per_row > ub) {
+      a.chunk = forced ? forced : reduces ? long_row_chunk(kind, h, es, add, a.stats, ub) : 0;
+      if (a.chunk == 0)
+        throw InputError(name + ": a row of " + std::to_string(h) + " elements does not fit the UB of chip " + chip.name +
+                         (reduces ? " even in chunks of 64" : ""));
+      a.per_block = ceil_div(a.rows, cores);
+      a.tile = 1;
+    } else {
+      // Blocks and tiles hold whole positions when the heads of a position share a table row.
+      a.per_block = ceil_div(a.rows / a.heads, cores) * a.heads;
+      a.tile = std::min<std::uint64_t>({255, (ub - fixed) / per_row, a.per_block}) / a.heads * a.heads;
+      if (a.tile == 0) throw InputError(name + ": the " + std::to_string(a.heads) + " heads of a position do not fit the UB of chip " + chip.name);
+    }
     OpPlan plan;
     Shape out = s;
     out.back() = a.ho;
@@ -424,6 +609,7 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
     plan.type = KernelType::kVector;
     plan.block_dim = static_cast<std::uint32_t>(ceil_div(a.rows, a.per_block));
     plan.tiling = {{"rows_per_tile", static_cast<double>(a.tile)}, {"rows_per_block", static_cast<double>(a.per_block)}};
+    if (a.chunk) plan.tiling["chunk"] = static_cast<double>(a.chunk);
     const DType t = in[0].dtype;
     plan.kernel = [a, t, norm, rope, kind, sum](const std::vector<std::uint64_t>& buf) -> std::function<void()> {
       RowArgs g = a;
@@ -437,6 +623,13 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
       if (g.stats) {
         g.mean = buf[i++];
         g.rstd = buf[i++];
+      }
+      if (g.chunk) {
+        switch (t) {
+          case DType::kFp16: return [g] { long_row_kernel<half>(g); };
+          case DType::kBf16: return [g] { long_row_kernel<bfloat16_t>(g); };
+          default: return [g] { long_row_kernel<float>(g); };
+        }
       }
       switch (t) {
         case DType::kFp16: return [g] { row_kernel<half>(g); };

@@ -1,8 +1,8 @@
 // `npusim op` vector ops (Softmax, LayerNorm, RMSNorm, SwiGLU, RoPE in both forms, GELU in both forms, SiLU,
 // Cast, ReduceSum/Mean/Max, Transpose/Permute) against their CPU references (fp32 or double from the same inputs;
 // tolerances per dtype in cli/op_command.cpp, plus the accumulation bound a sum states) on split (tiny, 910b) and
-// coupled (910) chips, sizes that are not multiples of the tiles; tiles that follow the UB; LayerNorm bound by
-// the memory on a large tensor; clear errors.
+// coupled (910) chips, sizes that are not multiples of the tiles; tiles that follow the UB; rows too long for the
+// UB in chunks, with their exact GM traffic; LayerNorm bound by the memory on a large tensor; clear errors.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -104,6 +104,48 @@ TEST(OpVector, RowTilesFollowTheUb) {
   }
 }
 
+// Rows longer than the UB holds stream through in chunks (long_row_kernel): automatically on tiny (32 KiB of UB) at
+// 3001 columns and on 910b at 30000, or with -p chunk=N on short rows (many chunks and a tail). Every dtype, the
+// LayerNorm statistics and the AddLayerNorm sum, against the same references as the short path.
+TEST(OpVector, LongRowsStreamInChunksAndMatchTheReference) {
+  const char* ops[] = {"softmax", "layernorm -p stats=1", "add_layernorm", "add_layernorm -p sum=0", "rmsnorm"};
+  const char* dtypes[] = {"fp16", "bf16", "fp32"};
+  int i = 0;
+  for (const char* op : ops) {
+    for (const std::string shape : {"--config tiny -p shape=3x3001", "-p shape=2x30000", "--config 910 -p shape=3x1000 -p chunk=128"}) {
+      const std::string args = std::string(op) + " --check " + shape + " --dtype " + dtypes[i++ % 3];
+      const auto j = op_json(args);
+      EXPECT_TRUE(j["check"]["passed"].get<bool>()) << args << " " << j["check"];
+      EXPECT_TRUE(j["op"]["tiling"].contains("chunk")) << args;
+    }
+  }
+}
+
+// The chunked path's GM traffic, from its algorithm: pass 1 reads each row, pass 2 reads it again with gamma (and
+// beta) for each row and writes the output once; a row of one chunk is read once. Byte counts are exact.
+TEST(OpVector, LongRowsReadTheirInputTwiceUnlessOneChunkHoldsThem) {
+  struct Case {
+    std::string args;
+    double reads, writes;
+  };
+  const double rows = 5;
+  const Case cases[] = {
+      // softmax fp16, 30000 columns: chunks of 12160, two reads
+      {"softmax -p shape=5x30000", 2 * rows * 30000 * 2, rows * 30000 * 2},
+      // rmsnorm fp16, 8192 columns in one chunk: x once, gamma once per row
+      {"rmsnorm -p shape=5x8192", rows * 8192 * 2 + rows * 8192 * 2, rows * 8192 * 2},
+      // layernorm fp32, 8192 columns in chunks of 4864: x twice, gamma and beta per row
+      {"layernorm -p shape=5x8192 --dtype fp32", 2 * rows * 8192 * 4 + rows * 2 * 8192 * 4, rows * 8192 * 4},
+      // add_layernorm fp16 with the sum written: x and the residual twice, gamma and beta, the output and the sum
+      {"add_layernorm -p shape=5x8192", 4 * rows * 8192 * 2 + rows * 2 * 8192 * 2, 2 * rows * 8192 * 2},
+  };
+  for (const Case& c : cases) {
+    const auto j = op_json(c.args);
+    EXPECT_EQ(j["memory"]["gm_read_bytes"].get<double>(), c.reads) << c.args << " " << j["op"]["tiling"];
+    EXPECT_EQ(j["memory"]["gm_write_bytes"].get<double>(), c.writes) << c.args;
+  }
+}
+
 // A 256 MiB LayerNorm (fp16 in and out, more than the 192 MiB L2): the HBM runs at most of its peak while the
 // Vector unit waits for data part of the time.
 TEST(OpVector, LayerNormOnALargeTensorIsBoundByTheMemory) {
@@ -114,7 +156,9 @@ TEST(OpVector, LayerNormOnALargeTensorIsBoundByTheMemory) {
 
 TEST(OpVector, BadCallsAreClearErrors) {
   npusim_test::expect_input_errors({
-      {"op softmax -p shape=4x100000", "softmax: a row of 100000 elements does not fit the UB of chip 910b"},
+      {"op swiglu -p shape=4x200000", "swiglu: a row of 200000 elements does not fit the UB of chip 910b"},
+      {"op layernorm -p shape=4x200 -p chunk=100", "layernorm: chunk=100 is not a multiple of 64"},
+      {"op softmax -p shape=4x200 -p chunk=20000", "chunk='20000' is not an integer in 0..16320"},
       {"op swiglu -p shape=4x7", "swiglu: the last dimension (7) must be even"},
       {"op rope -p shape=64", "rope: shape 64 needs at least two dims"},
       {"op layernorm -p shape=4x8 -p eps=-1", "parameter eps='-1' is not a non-negative number"},
