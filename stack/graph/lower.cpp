@@ -14,7 +14,7 @@ using hw::isa::DType;
 const std::vector<std::string>& supported_op_types() {
   static const std::vector<std::string> types = {
       "Add", "Sub", "Mul", "Div", "Pow", "MatMul", "Gemm", "Relu", "Exp", "Log", "Sqrt", "Abs", "Neg", "Reciprocal",
-      "Sigmoid", "Tanh", "Erf", "Softmax", "LayerNormalization", "Transpose", "Cast", "Slice", "Concat", "Split",
+      "Sigmoid", "Tanh", "Erf", "Softmax", "LogSoftmax", "LayerNormalization", "Transpose", "Cast", "Slice", "Concat", "Split",
       "Expand", "Where",
       "ReduceSum", "ReduceMean", "ReduceMax", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Constant",
       "npusim.FlashAttention", "npusim.RMSNormalization", "npusim.Gelu", "npusim.MatMulBias", "npusim.RoPE",
@@ -306,15 +306,16 @@ class Lowering {
         fail(n, "the exponent " + num(ex) + " is not supported (2, 0.5, 3, 4, 1.5, 1, -0.5, -1, -2 are)");
       return;
     }
-    if (op == "Softmax") {
+    if (op == "Softmax" || op == "LogSoftmax") {
+      const char* kernel = op == "Softmax" ? "softmax" : "log_softmax";
       const int x = in(0);
       const ops::Shape s = t(x).desc.shape;
       const std::int64_t axis = axis_in(n, n.attr_int("axis", g_.opset && g_.opset < 13 ? 1 : -1), s.size());
       if (axis == static_cast<std::int64_t>(s.size()) - 1) {
-        step(n, "softmax", {{"shape", ops::shape_string(s)}}, {x}, {out(0)});
+        step(n, kernel, {{"shape", ops::shape_string(s)}}, {x}, {out(0)});
         return;
       }
-      if (g_.opset && g_.opset < 13) fail(n, "Softmax before opset 13 (over the flattened trailing dims) is supported on the last axis only");
+      if (g_.opset && g_.opset < 13) fail(n, op + " before opset 13 (over the flattened trailing dims) is supported on the last axis only");
       // Over an inner axis: [A, K, B] -> transpose to [A, B, K] -> softmax over K -> transpose back.
       std::uint64_t a = 1, k = s[static_cast<std::size_t>(axis)], b = 1;
       for (std::int64_t d = 0; d < axis; ++d) a *= s[static_cast<std::size_t>(d)];
@@ -324,7 +325,7 @@ class Lowering {
       const int sm = temp(n.name + "/softmax", ops::TensorDesc{{a, b, k}, dt});
       step(n, "transpose", {{"shape", ops::shape_string({a, k, b})}, {"perm", "0,2,1"}}, {x}, {tr});
       p_.steps.back().shapes = {{a, k, b}};
-      step(n, "softmax", {{"shape", ops::shape_string({a, b, k})}}, {tr}, {sm});
+      step(n, kernel, {{"shape", ops::shape_string({a, b, k})}}, {tr}, {sm});
       step(n, "transpose", {{"shape", ops::shape_string({a, b, k})}, {"perm", "0,2,1"}}, {sm}, {out(0)});
       return;
     }

@@ -1,4 +1,4 @@
-// Ops that work row by row over the last dimension: Softmax, LayerNorm, RMSNorm, SwiGLU, RoPE (half and
+// Ops that work row by row over the last dimension: Softmax, LogSoftmax, LayerNorm, RMSNorm, SwiGLU, RoPE (half and
 // interleaved). The rows are split evenly over the vector cores; each core streams tiles of rows through
 // double-buffered VECIN/VECOUT queues, computing in fp32. The rows per tile follow from the UB size and the row
 // length, so a smaller UB gives smaller tiles.
@@ -27,7 +27,7 @@ float round_to(DType t, float v) {
   return hw::isa::load_float(b, t);
 }
 
-enum class RowKind { kSoftmax, kLayerNorm, kRmsNorm, kSwiGlu, kRopeHalf, kRopeInterleaved };
+enum class RowKind { kSoftmax, kLogSoftmax, kLayerNorm, kRmsNorm, kSwiGlu, kRopeHalf, kRopeInterleaved };
 
 struct RowArgs {
   RowKind kind = RowKind::kSoftmax;
@@ -84,7 +84,7 @@ void row_kernel(const RowArgs& a) {
       pipe.InitBuffer(fs2, tr * fs * 4);
     }
   }
-  const bool reduces = a.kind == RowKind::kSoftmax || a.kind == RowKind::kLayerNorm || a.kind == RowKind::kRmsNorm;
+  const bool reduces = a.kind != RowKind::kSwiGlu && a.kind != RowKind::kRopeHalf && a.kind != RowKind::kRopeInterleaved;
   TBuf<TPosition::VECCALC> fsq, fpt, fpt2, fpf, fpf2;
   const std::uint64_t k16 = tsi / 128, p16 = ceil_to(k16, 64);  // 128-lane pieces per row; their partials' stride
   if (stats16) {
@@ -215,6 +215,15 @@ void row_kernel(const RowArgs& a) {
         reduce_rows(false, v1, X, nr, rs);
         row_scalar(RowOp::kDiv, X, nr, v1, bc);
         break;
+      case RowKind::kLogSoftmax:  // (x - m) - log(sum(exp(x - m)))
+        pad_rows(X, nr, kLowest);
+        reduce_rows(true, v0, X, nr, rs);
+        row_scalar(RowOp::kSub, X, nr, v0, bc);
+        Exp(Tm.t, X.t, all);  // the pads become 0
+        reduce_rows(false, v1, Tm, nr, rs);
+        Ln(v1, v1, nr);
+        row_scalar(RowOp::kSub, X, nr, v1, bc);
+        break;
       case RowKind::kLayerNorm:
       case RowKind::kRmsNorm: {
         // Sums of x and x^2 in one sweep each; var = E[x^2] - mean^2; then x = x rstd - mean rstd in one fused
@@ -337,6 +346,7 @@ void long_row_kernel(const RowArgs& a) {
   if (first >= a.rows) return;
   const std::uint64_t count = std::min(a.per_block, a.rows - first), es = sizeof(T), C = a.chunk;
   const bool ln = a.kind == RowKind::kLayerNorm, norm = ln || a.kind == RowKind::kRmsNorm;
+  const bool log = a.kind == RowKind::kLogSoftmax;
   TPipe pipe;
   TQue<TPosition::VECIN, 2> qin, qpar;
   TQue<TPosition::VECOUT, 2> qout;
@@ -391,7 +401,7 @@ void long_row_kernel(const RowArgs& a) {
       const std::uint64_t c0 = c * C, w = std::min(C, a.h - c0);
       const F32Rows X{fx.Get<float>(), w, ceil_to(w, 64)}, Tm{ft.Get<float>(), w, X.stride};
       load(row, c0, w, X, a.sum != 0);
-      if (a.kind == RowKind::kSoftmax) {
+      if (!norm) {  // softmax, log-softmax
         pad_rows(X, 1, kLowest);
         if (c == 0) {
           reduce_rows(true, m, X, 1, rs);
@@ -403,8 +413,9 @@ void long_row_kernel(const RowArgs& a) {
           Adds(m, part, 0.0f, 1);
         }
         row_scalar(RowOp::kSub, X, 1, m, bc);
-        Exp(X.t, X.t, X.stride);  // the pads become 0
-        reduce_rows(false, c == 0 ? l : part, X, 1, rs);
+        // The pads become 0. Log-softmax keeps x - m in X (a resident row needs it in pass 2).
+        Exp(log ? Tm.t : X.t, X.t, X.stride);
+        reduce_rows(false, c == 0 ? l : part, log ? Tm : X, 1, rs);
         if (c > 0) {
           Mul(l, l, alpha, 1);
           Add(l, l, part, 1);
@@ -420,6 +431,7 @@ void long_row_kernel(const RowArgs& a) {
         }
       }
     }
+    if (log) Ln(l, l, 1);  // log(sum), subtracted in pass 2
     if (norm) {  // var = E[x^2] - mean^2, rstd = 1 / sqrt(var + eps); x rstd - mean rstd in one pass below
       Muls(l, l, inv_h, 1);
       if (ln) {
@@ -458,12 +470,12 @@ void long_row_kernel(const RowArgs& a) {
       }
       // A row of one chunk is still in X from pass 1 (softmax: as exp(x - m)), so it is not read again.
       if (!resident) load(row, c0, w, X, false);
-      if (a.kind == RowKind::kSoftmax) {
+      if (!norm) {
         if (!resident) {
           row_scalar(RowOp::kSub, X, 1, m, bc);
-          Exp(X.t, X.t, X.stride);
+          if (!log) Exp(X.t, X.t, X.stride);
         }
-        row_scalar(RowOp::kDiv, X, 1, l, bc);
+        row_scalar(log ? RowOp::kSub : RowOp::kDiv, X, 1, l, bc);
       } else if (ln) {
         FusedMulAdd(X.t, bc, bc2, 64, u8(X.stride / 64), BinaryRepeatParams{1, 0, 0, 8, 0, 0});
       } else {
@@ -498,7 +510,7 @@ void ub_need(RowKind kind, std::uint64_t h, std::uint64_t es, bool add, bool sta
   if (add) tq += 3;    // two residual buffers and the sum
   if (stats) tq += 1;  // the mean and rstd of two output buffers (8 B a row, counted generously)
   *per_row = f32 * fs + tq * ts + 4 * 3 + 64;  // + the row's three per-row values and its two Brcb blocks
-  if (kind == RowKind::kSoftmax || kind == RowKind::kLayerNorm || kind == RowKind::kRmsNorm)
+  if (kind != RowKind::kSwiGlu && kind != RowKind::kRopeHalf && kind != RowKind::kRopeInterleaved)
     *per_row += ReduceScratch::stride_for(len) * 4;
   *fixed = 2 * fs + ts + 256;
   if ((kind == RowKind::kLayerNorm || kind == RowKind::kRmsNorm) && es == 2) {  // see stats16 in row_kernel
@@ -528,7 +540,8 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
   const bool rope = kind == RowKind::kRopeHalf || kind == RowKind::kRopeInterleaved;
   const bool add = name == "add_layernorm";
   d.params = {"shape"};
-  if (kind == RowKind::kSoftmax || norm) d.params.push_back("chunk");
+  const bool reduces = kind == RowKind::kSoftmax || kind == RowKind::kLogSoftmax || norm;
+  if (reduces) d.params.push_back("chunk");
   if (norm) d.params.push_back("eps");
   if (kind == RowKind::kLayerNorm) d.params.push_back("stats");
   if (add) d.params.push_back("sum");
@@ -578,7 +591,6 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
     std::uint64_t per_row = 0, fixed = 0;
     ub_need(kind, h, es, add, a.stats, &per_row, &fixed);
     const std::uint64_t len = (kind == RowKind::kSwiGlu || kind == RowKind::kRopeHalf) ? h / 2 : h;
-    const bool reduces = kind == RowKind::kSoftmax || norm;
     const std::uint64_t ub = chip.buffers.ub.size, cores = chip.vector_units();
     const std::uint64_t forced = reduces ? param_uint(p, "chunk", 0, 16320) : 0;
     if (forced % 64) throw InputError(name + ": chunk=" + std::to_string(forced) + " is not a multiple of 64");
@@ -659,11 +671,13 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
       }
       float* y = out.data() + r * ho;
       switch (kind) {
-        case RowKind::kSoftmax: {
+        case RowKind::kSoftmax:
+        case RowKind::kLogSoftmax: {
           double mx = -INFINITY, sum = 0;
           for (std::uint64_t c = 0; c < h; ++c) mx = std::max<double>(mx, x[c]);
           for (std::uint64_t c = 0; c < h; ++c) sum += std::exp(x[c] - mx);
-          for (std::uint64_t c = 0; c < h; ++c) y[c] = static_cast<float>(std::exp(x[c] - mx) / sum);
+          for (std::uint64_t c = 0; c < h; ++c)
+            y[c] = static_cast<float>(kind == RowKind::kSoftmax ? std::exp(x[c] - mx) / sum : x[c] - mx - std::log(sum));
           break;
         }
         case RowKind::kLayerNorm:
@@ -723,6 +737,7 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
 
 std::vector<OpDef> rowwise_ops() {
   return {row_op("softmax", RowKind::kSoftmax, "softmax over the last dimension"),
+          row_op("log_softmax", RowKind::kLogSoftmax, "log-softmax over the last dimension: x - max - log(sum(exp(x - max)))"),
           row_op("layernorm", RowKind::kLayerNorm, "LayerNorm over the last dimension: (x - mean) / sqrt(var + eps) * gamma + beta (-p stats=1: also the rows' mean and rstd, fp32)"),
           row_op("add_layernorm", RowKind::kLayerNorm, "LayerNorm of x + residual (AddLayerNorm); -p sum=1 (default) also writes the sum"),
           row_op("rmsnorm", RowKind::kRmsNorm, "RMSNorm over the last dimension: x / sqrt(mean(x^2) + eps) * gamma"),

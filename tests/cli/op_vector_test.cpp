@@ -1,8 +1,8 @@
-// `npusim op` vector ops (Softmax, LayerNorm, RMSNorm, SwiGLU, RoPE in both forms, GELU in both forms, SiLU,
-// Cast, ReduceSum/Mean/Max, Transpose/Permute) against their CPU references (fp32 or double from the same inputs;
-// tolerances per dtype in cli/op_command.cpp, plus the accumulation bound a sum states) on split (tiny, 910b) and
-// coupled (910) chips, sizes that are not multiples of the tiles; tiles that follow the UB; rows too long for the
-// UB in chunks, with their exact GM traffic; LayerNorm bound by the memory on a large tensor; clear errors.
+// `npusim op` vector ops (Softmax, LogSoftmax, LayerNorm, RMSNorm, SwiGLU, RoPE in both forms, GELU in both
+// forms, SiLU, Cast, ReduceSum/Mean/Max, Transpose/Permute) against their CPU references (fp32 or double from the
+// same inputs; tolerances per dtype in cli/op_command.cpp, plus the accumulation bound a sum states) on split (tiny,
+// 910b) and coupled (910) chips, sizes that are not multiples of the tiles; tiles that follow the UB; rows too long
+// for the UB in chunks, with their exact GM traffic; LayerNorm bound by the memory on a large tensor; clear errors.
 #include <gtest/gtest.h>
 
 #include <random>
@@ -44,6 +44,7 @@ void check_op(const std::string& op, const std::string& extra, int max_last, boo
 
 TEST(OpVector, SoftmaxNormsAndGatesMatchTheReference) {
   check_op("softmax", "", 1500);
+  check_op("log_softmax", "", 1500);
   check_op("layernorm", " -p eps=1e-5", 1500);
   check_op("rmsnorm", " -p eps=1e-6", 1500);
   check_op("swiglu", "", 700, true);
@@ -108,7 +109,7 @@ TEST(OpVector, RowTilesFollowTheUb) {
 // 3001 columns and on 910b at 30000, or with -p chunk=N on short rows (many chunks and a tail). Every dtype, the
 // LayerNorm statistics and the AddLayerNorm sum, against the same references as the short path.
 TEST(OpVector, LongRowsStreamInChunksAndMatchTheReference) {
-  const char* ops[] = {"softmax", "layernorm -p stats=1", "add_layernorm", "add_layernorm -p sum=0", "rmsnorm"};
+  const char* ops[] = {"softmax", "log_softmax", "layernorm -p stats=1", "add_layernorm", "add_layernorm -p sum=0", "rmsnorm"};
   const char* dtypes[] = {"fp16", "bf16", "fp32"};
   int i = 0;
   for (const char* op : ops) {

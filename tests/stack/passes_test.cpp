@@ -367,6 +367,44 @@ TEST(FuseSoftmax, TheFunctionBodyOnAnInnerAxis) {
   EXPECT_EQ(b.g.node(0).attr_int("axis", -1), 1);
 }
 
+// ONNX's LogSoftmax function body: s = x - ReduceMax(x); s - Log(ReduceSum(Exp(s))). Also without the max (x is
+// then s itself), and not when s is used outside the pattern.
+TEST(FuseLogSoftmax, TheFunctionBodyAndTheFormWithoutTheMax) {
+  for (const bool with_max : {true, false}) {
+    Builder b;
+    const ValueId x = b.input("x", {3, 4, 5});
+    ValueId s = x;
+    if (with_max) {
+      const ValueId mx = b.op("ReduceMax", {x}, {3, 4, 1}, {{"axes", Attribute::of_ints({2})}, {"keepdims", Attribute::of_int(1)}});
+      s = b.op("Sub", {x, mx}, {3, 4, 5});
+    }
+    const ValueId sum = b.op("ReduceSum", {b.op("Exp", {s}, {3, 4, 5}), b.ints({-1})}, {3, 4, 1}, {{"keepdims", Attribute::of_int(1)}});
+    b.g.outputs = {b.op("Sub", {s, b.op("Log", {sum}, {3, 4, 1})}, {3, 4, 5})};
+    EXPECT_EQ(passes::fuse_log_softmax(b.g), 1) << with_max;
+    b.g.compact();
+    b.g.verify();
+    ASSERT_EQ(live_ops(b.g), std::vector<std::string>{"LogSoftmax"}) << with_max;
+    EXPECT_EQ(b.g.node(0).inputs[0], x);
+    EXPECT_EQ(b.g.node(0).attr_int("axis", -1), 2);
+  }
+  {
+    Builder b;  // x - max is also an output: it stays, and the LogSoftmax reads it
+    const ValueId x = b.input("x", {3, 5});
+    const ValueId s = b.op("Sub", {x, b.op("ReduceMax", {x}, {3, 1}, {{"axes", Attribute::of_ints({1})}})}, {3, 5});
+    const ValueId sum = b.op("ReduceSum", {b.op("Exp", {s}, {3, 5}), b.ints({1})}, {3, 1});
+    b.g.outputs = {b.op("Sub", {s, b.op("Log", {sum}, {3, 1})}, {3, 5}), s};
+    EXPECT_EQ(passes::fuse_log_softmax(b.g), 1);
+    b.g.compact();
+    EXPECT_EQ(live_ops(b.g), (std::vector<std::string>{"ReduceMax", "Sub", "LogSoftmax"}));
+  }
+  Builder b;  // the exponentials are also an output: nothing fuses
+  const ValueId x = b.input("x", {3, 5});
+  const ValueId e = b.op("Exp", {x}, {3, 5});
+  const ValueId sum = b.op("ReduceSum", {e, b.ints({1})}, {3, 1});
+  b.g.outputs = {b.op("Sub", {x, b.op("Log", {sum}, {3, 1})}, {3, 5}), e};
+  EXPECT_EQ(passes::fuse_log_softmax(b.g), 0);
+}
+
 TEST(FuseAddLayerNorm, TheResidualSumStaysAnOutputWhenUsedAgain) {
   Builder b;
   const ValueId x = b.input("x", {8, 64}), r = b.input("r", {8, 64});

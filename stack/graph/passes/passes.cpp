@@ -8,7 +8,7 @@ std::vector<std::pair<std::string, int>> run_all(Graph& g) {
   static const std::pair<const char*, int (*)(Graph&)> passes[] = {
       {"remove_identities", remove_identities}, {"fuse_rope", fuse_rope}, {"fuse_attention", fuse_attention},
       {"fuse_layernorm", fuse_layernorm}, {"fuse_rmsnorm", fuse_rmsnorm}, {"fuse_softmax", fuse_softmax},
-      {"fuse_gelu", fuse_gelu}, {"fuse_add_layernorm", fuse_add_layernorm},
+      {"fuse_log_softmax", fuse_log_softmax}, {"fuse_gelu", fuse_gelu}, {"fuse_add_layernorm", fuse_add_layernorm},
       {"fuse_matmul_epilogue", fuse_matmul_epilogue}, {"fuse_elementwise", fuse_elementwise}};
   std::vector<std::pair<std::string, int>> fired;
   for (const auto& [name, pass] : passes)

@@ -32,6 +32,8 @@ int fuse_layernorm(Graph& g);
 int fuse_rmsnorm(Graph& g);
 // Exp(x - ReduceMax(x)) / ReduceSum(...) -> Softmax (fuse_softmax.cpp).
 int fuse_softmax(Graph& g);
+// (x - ReduceMax(x)) - Log(ReduceSum(Exp(x - ReduceMax(x)))) -> LogSoftmax (fuse_softmax.cpp).
+int fuse_log_softmax(Graph& g);
 // GELU, erf and tanh forms -> npusim.Gelu (fuse_norms.cpp).
 int fuse_gelu(Graph& g);
 // LayerNormalization(Add(a, b)) -> npusim.AddLayerNorm with the sum as a second output when it is used elsewhere.
