@@ -105,6 +105,7 @@ int run_model_command(const RunOptions& opts) {
         NpyArray a;
         if (std::ifstream(path).good()) {
           a = read_npy(path);
+          if (a.shape.empty()) a.shape = {1};  // a rank-0 array: the program holds scalars as one element
         } else {
           path = path.substr(0, path.size() - 4) + ".pb";
           if (!std::ifstream(path).good())

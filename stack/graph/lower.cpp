@@ -3,9 +3,11 @@
 #include <algorithm>
 #include <cstdio>
 #include <cstring>
+#include <functional>
 
 #include "common/util/error.hpp"
 #include "hw/isa/dtype.hpp"
+#include "stack/graph/activations.hpp"
 
 namespace npusim::stack::graph {
 
@@ -15,7 +17,8 @@ const std::vector<std::string>& supported_op_types() {
   static const std::vector<std::string> types = {
       "Add", "Sub", "Mul", "Div", "Pow", "MatMul", "Gemm", "Relu", "Exp", "Log", "Sqrt", "Abs", "Neg", "Reciprocal",
       "Sigmoid", "Tanh", "Erf", "Softmax", "LogSoftmax", "LayerNormalization", "Transpose", "Cast", "Slice", "Concat", "Split",
-      "Expand", "Where",
+      "Expand", "Where", "LeakyRelu", "Elu", "Selu", "HardSigmoid", "Softplus", "Softsign", "PRelu", "Clip", "Max",
+      "Min", "Sum", "Mean",
       "ReduceSum", "ReduceMean", "ReduceMax", "Reshape", "Flatten", "Squeeze", "Unsqueeze", "Identity", "Constant",
       "npusim.FlashAttention", "npusim.RMSNormalization", "npusim.Gelu", "npusim.MatMulBias", "npusim.RoPE",
       "npusim.AddLayerNorm", "npusim.FusedElementwise"};
@@ -221,7 +224,8 @@ class Lowering {
     const std::string& op = n.op_type;
     // Inputs the lowering reads, by op type (ONNX's own checks may let a malformed node through).
     static const std::map<std::string, std::size_t> arity = {
-        {"Add", 2}, {"Sub", 2}, {"Mul", 2}, {"Div", 2}, {"Pow", 2}, {"MatMul", 2}, {"Gemm", 2}, {"LayerNormalization", 2}};
+        {"Add", 2}, {"Sub", 2}, {"Mul", 2}, {"Div", 2}, {"Pow", 2}, {"MatMul", 2}, {"Gemm", 2}, {"LayerNormalization", 2},
+        {"Where", 3}, {"PRelu", 2}};
     const auto need = arity.count(op) ? arity.at(op) : (op == "Constant" ? 0 : 1);
     for (std::size_t i = 0; i < need; ++i)
       if (i >= n.inputs.size() || n.inputs[i] == kNoValue) fail(n, "input " + std::to_string(i) + " is missing");
@@ -386,10 +390,7 @@ class Lowering {
       step(n, "expand", {{"shape", ops::shape_string(t(x).desc.shape)}, {"to", ops::shape_string(t(o).desc.shape)}}, {x}, {o});
       return;
     }
-    if (op == "Where") {
-      lower_where(n);
-      return;
-    }
+    if (lower_as_expression(n)) return;
     if (op == "LayerNormalization") {
       // Over the dims from `axis` on: rows of their product, gamma and beta flattened to one row.
       const int x = in(0);
@@ -531,45 +532,95 @@ class Lowering {
     return e;
   }
 
-  // Where(c, a, b) as one fused_elementwise where(...): the condition, a constant (bool) tensor, becomes 0/1 in the
-  // data type; scalar constant branches become literals; inputs that do not broadcast over trailing dims are
-  // expanded first.
-  void lower_where(const Node& n) {
-    const std::string where = "node '" + n.name + "' (Where)";
+  // A node computed as one fused_elementwise expression over `operands`: a scalar constant becomes a literal, a
+  // constant bool (Where's condition) 0/1 in the data type, any other operand an input xK, expanded to the output
+  // shape first when it does not repeat over the output's trailing dims (a one-element tensor included: the kernel
+  // would cut its tiles to one element). `build` writes the expression from the operands' texts.
+  void lower_expression(const Node& n, const std::string& kernel, const std::vector<ValueId>& operands,
+                        const std::function<std::string(const std::vector<std::string>&)>& build) {
+    const std::string where = "node '" + n.name + "' (" + n.op_type + ")";
     const int o = tensor(n.outputs.at(0), where);
     const ops::Shape shape = t(o).desc.shape;
     const DType dt = t(o).desc.dtype;
     std::vector<int> ins;
-    std::string args[3];
+    std::vector<std::string> args;
     ops::Params p{{"shape", ops::shape_string(shape)}};
-    for (std::size_t k = 0; k < 3; ++k) {
-      const ValueId v = n.inputs.at(k);
+    for (const ValueId v : operands) {
       const Value& val = g_.value(v);
-      if (k > 0 && val.constant && val.constant->elements() == 1) {
-        args[k] = num(val.constant->as_doubles()[0]);
+      if (val.constant && val.constant->elements() == 1 && device_dtype(val.type)) {
+        args.push_back(num(val.constant->as_doubles()[0]));
         continue;
       }
       int x = -1;
-      if (k == 0) {
-        if (!val.constant) fail(n, "the condition must be a constant (bool tensors do not live on the device)");
-        const ops::Shape cs = shape_of(val, where);
-        x = temp(n.name + "/condition", ops::TensorDesc{cs, dt});
+      if (val.constant && !device_dtype(val.type)) {
+        x = temp(n.name + "/operand" + std::to_string(args.size()), ops::TensorDesc{shape_of(val, where), dt});
         t(x).constant = convert(*val.constant, dt);
       } else {
         x = tensor(v, where);
-        if (t(x).desc.dtype != dt) fail(n, "the branches differ in dtype");
+        if (t(x).desc.dtype != dt) fail(n, "the inputs differ in dtype");
       }
       ops::Shape xs = t(x).desc.shape;
       while (xs.size() > 1 && xs.front() == 1) xs.erase(xs.begin());
-      if (xs.size() > shape.size() || !std::equal(xs.begin(), xs.end(), shape.end() - static_cast<std::ptrdiff_t>(xs.size())))
+      if (ops::elements(xs) == 1 || xs.size() > shape.size() ||
+          !std::equal(xs.begin(), xs.end(), shape.end() - static_cast<std::ptrdiff_t>(xs.size())))
         x = expanded(n, x, shape);
-      args[k] = "x" + std::to_string(ins.size());
+      args.push_back("x" + std::to_string(ins.size()));
       p["shape_x" + std::to_string(ins.size())] = ops::shape_string(t(x).desc.shape);
       ins.push_back(x);
     }
-    p["expr"] = "where(" + args[0] + "," + args[1] + "," + args[2] + ")";
+    if (ins.size() > 8) fail(n, "more than 8 tensor inputs");
+    p["expr"] = build(args);
     step(n, "fused_elementwise", p, ins, {o});
-    p_.steps.back().kernel = "Where";
+    p_.steps.back().kernel = kernel;
+  }
+
+  // Where, the activations of activations.hpp, PRelu, Clip and the variadic Max/Min/Sum/Mean as expressions.
+  bool lower_as_expression(const Node& n) {
+    const std::string& op = n.op_type;
+    auto fold = [](const char* fn, const std::vector<std::string>& a) {
+      std::string e = a.at(0);
+      for (std::size_t k = 1; k < a.size(); ++k) e = std::string(fn) + "(" + e + "," + a[k] + ")";
+      return e;
+    };
+    if (op == "Where") {
+      if (!g_.value(n.inputs.at(0)).constant) fail(n, "the condition must be a constant (bool tensors do not live on the device)");
+      lower_expression(n, "Where", n.inputs, [](const auto& a) { return "where(" + a[0] + "," + a[1] + "," + a[2] + ")"; });
+    } else if (activation_expr(n, "x")) {
+      lower_expression(n, op, {n.inputs.at(0)}, [&](const auto& a) { return *activation_expr(n, a[0]); });
+    } else if (op == "PRelu") {
+      lower_expression(n, op, {n.inputs.at(0), n.inputs.at(1)}, [](const auto& a) {
+        return "add(relu(" + a[0] + "),mul(min(" + a[0] + ",0)," + a[1] + "))";
+      });
+    } else if (op == "Max" || op == "Min" || op == "Sum" || op == "Mean") {
+      for (ValueId v : n.inputs)
+        if (v == kNoValue) fail(n, "an input is missing");
+      lower_expression(n, op, n.inputs, [&](const auto& a) {
+        if (op == "Mean") return "mul(" + fold("add", a) + "," + num(1.0 / static_cast<double>(a.size())) + ")";
+        return fold(op == "Max" ? "max" : op == "Min" ? "min" : "add", a);
+      });
+    } else if (op == "Clip") {  // bounds as inputs 1 and 2 (opset 11 on) or as attributes (before)
+      std::vector<ValueId> operands{n.inputs.at(0)};
+      std::string lo, hi;
+      for (std::size_t k = 1; k < 3 && k < n.inputs.size(); ++k)
+        if (n.inputs[k] != kNoValue) operands.push_back(n.inputs[k]);
+      if (n.inputs.size() == 1) {
+        if (const Attribute* a = n.attr("min")) lo = num(a->f);
+        if (const Attribute* a = n.attr("max")) hi = num(a->f);
+      }
+      const bool has_lo = n.inputs.size() > 1 && n.inputs[1] != kNoValue, has_hi = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
+      lower_expression(n, op, operands, [&](const auto& a) {
+        std::size_t k = 1;
+        if (has_lo) lo = a[k++];
+        if (has_hi) hi = a[k++];
+        std::string e = a[0];
+        if (!hi.empty()) e = "min(" + e + "," + hi + ")";
+        if (!lo.empty()) e = "max(" + e + "," + lo + ")";
+        return e;
+      });
+    } else {
+      return false;
+    }
+    return true;
   }
 
   // A float32 tensor as fp16 for the Cube: a compile-time conversion for constants, a device cast otherwise.

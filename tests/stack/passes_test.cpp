@@ -434,6 +434,18 @@ TEST(FuseElementwise, SwigluIsOneExpressionAndSharedValuesStayOutside) {
   EXPECT_EQ(exprs, (std::vector<std::string>{"mul(silu(x0),x1)", "add(exp(x0),1)"}));
 }
 
+// An activation with attributes joins a chain as its expression: (x + r) -> LeakyRelu(0.2) -> * 2.
+TEST(FuseElementwise, ActivationsWithAttributesJoinAsTheirExpressions) {
+  Builder b;
+  const ValueId x = b.input("x", {8, 4096}), r = b.input("r", {8, 4096});
+  const ValueId act = b.op("LeakyRelu", {b.op("Add", {x, r}, {8, 4096})}, {8, 4096}, {{"alpha", Attribute::of_float(0.25f)}});
+  b.g.outputs = {b.op("Mul", {act, b.floats({2.0f})}, {8, 4096})};
+  EXPECT_EQ(passes::fuse_elementwise(b.g), 1);
+  b.g.compact();
+  ASSERT_EQ(live_ops(b.g), std::vector<std::string>{"npusim.FusedElementwise"});
+  EXPECT_EQ(b.g.node(0).attr("expr")->s, "mul(add(relu(add(x0,x1)),mul(min(add(x0,x1),0),0.25)),2)");
+}
+
 // --- Streams and memory --------------------------------------------------------------------------------------------
 
 // x -> s0 -> a; x -> s1 -> b; (a, b) -> s2 -> c: s0 and s1 are independent branches.

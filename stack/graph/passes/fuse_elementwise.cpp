@@ -1,7 +1,8 @@
 // Elementwise chains: connected elementwise nodes that produce values of one shape become one
 // npusim.FusedElementwise node whose `expr` attribute is the chain as an expression over its external inputs (the
 // fused_elementwise library op computes it tile by tile in the UB, reading each input and writing the result once).
-// x * Sigmoid(x) is recognised as silu(x).
+// x * Sigmoid(x) is recognised as silu(x); the activations with attributes (LeakyRelu, Elu, Selu, HardSigmoid,
+// Softplus, Softsign) join as their expressions (activations.hpp).
 //
 // A group grows from a root (its output may be used anywhere) towards the producers of its inputs; a producer joins
 // when it is elementwise, its output has the root's shape and every use of it is inside the group (so no
@@ -12,6 +13,7 @@
 #include <algorithm>
 #include <set>
 
+#include "stack/graph/activations.hpp"
 #include "stack/graph/passes/match.hpp"
 #include "stack/graph/passes/passes.hpp"
 #include "stack/graph/passes/views.hpp"
@@ -31,7 +33,8 @@ const std::map<std::string, std::string>& functions() {
       {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}, {"Max", "max"}, {"Min", "min"},
       {"Neg", "neg"}, {"Exp", "exp"}, {"Log", "log"}, {"Sqrt", "sqrt"}, {"Reciprocal", "reciprocal"}, {"Abs", "abs"},
       {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Erf", "erf"}, {"Pow", "pow"}, {"Where", "where"},
-      {"npusim.Gelu", "gelu"}};
+      {"npusim.Gelu", "gelu"}, {"LeakyRelu", ""}, {"Elu", ""}, {"Selu", ""}, {"HardSigmoid", ""}, {"Softplus", ""},
+      {"Softsign", ""}};  // "": an activation written by activation_expr
   return f;
 }
 
@@ -113,6 +116,7 @@ class ExprBuilder {
         if (sp >= 0 && group_.count(sp) && g_.node(sp).op_type == "Sigmoid" && g_.node(sp).inputs[0] == x) return "silu(" + of(x) + ")";
       }
     }
+    if (const auto act = activation_expr(n, of(n.inputs[0]))) return *act;
     std::string fn = functions().at(key(n));
     if (fn == "gelu") {
       const Attribute* a = n.attr("approximate");
