@@ -6,6 +6,7 @@
 // stage buffers: MTE2 fills one while MTE3 drains the other.
 #include <algorithm>
 #include <numeric>
+#include <optional>
 #include <sstream>
 
 #include "common/util/error.hpp"
@@ -37,6 +38,20 @@ struct CopyArgs {
   std::vector<CopyJob> jobs;
   std::vector<GM_ADDR> buf;
   std::uint64_t stage_bytes = 0;
+};
+
+// An expand of the innermost dim: each source value becomes a row of `len` copies (a [..., N, 1] tensor to
+// [..., N, L], a scalar to a whole tensor). Copy jobs would move one element per burst; instead a tile's values come
+// in with one copy, the scalar unit reads each and `Duplicate` fills its row in the UB, and the rows go out with one
+// copy. Rows are groups x rows: a group's rows read consecutive source values and write consecutive rows; groups
+// (the outer dims) sit at the offsets of `outer`.
+struct SplatArgs {
+  GM_ADDR src = 0, dst = 0;
+  std::vector<CopyDim> outer;          // outermost first (the group dims)
+  std::uint64_t rows = 1, len = 1;     // rows per group, elements per row
+  std::uint64_t per_tile = 1;          // rows per tile, or elements per piece of a row longer than a stage
+  bool pieces = false;                 // a row spans several tiles
+  std::uint64_t units = 0, stage_bytes = 0;
 };
 
 // Normalises a job: drops size-1 dims, merges dims that are contiguous on both sides, takes the innermost dim as
@@ -143,6 +158,81 @@ void copy_kernel(const CopyArgs& a) {
     set_flag(PIPE_MTE3, PIPE_MTE2, freed[b]);
   }
   for (std::uint64_t s = step >= 2 ? step - 2 : 0; s < step; ++s) wait_flag(PIPE_MTE3, PIPE_MTE2, freed[s % 2]);
+}
+
+template <class T>
+void splat_kernel(const SplatArgs& a) {
+  const std::uint64_t es = sizeof(T), lp = ub_row<T>(a.len);
+  TPipe pipe;
+  TBuf<TPosition::VECIN> vals;
+  TBuf<TPosition::VECOUT> stage[2];
+  pipe.InitBuffer(vals, ceil_to((a.pieces ? 1 : a.per_tile) * es, 32));
+  for (auto& b : stage) pipe.InitBuffer(b, a.stage_bytes);
+  const std::uint32_t loaded = pipe.AllocEventID(PIPE_MTE2, PIPE_S);
+  const std::uint32_t filled[2] = {pipe.AllocEventID(PIPE_V, PIPE_MTE3), pipe.AllocEventID(PIPE_V, PIPE_MTE3)};
+  const std::uint32_t freed[2] = {pipe.AllocEventID(PIPE_MTE3, PIPE_V), pipe.AllocEventID(PIPE_MTE3, PIPE_V)};
+  const std::uint64_t chunks = a.pieces ? ceil_div(a.len, a.per_tile) : ceil_div(a.rows, a.per_tile);
+  std::uint64_t step = 0;
+  for (std::uint64_t u = GetBlockIdx(); u < a.units; u += GetBlockNum(), ++step) {
+    // The tile: group u / chunks, and rows [r0, r0 + nr) of it or piece [c0, c0 + w) of its one row.
+    std::uint64_t so = 0, d0 = 0;
+    const std::uint64_t group = u / chunks, c = u % chunks;
+    for (std::size_t k = a.outer.size(), idx = group; k-- > 0; idx /= a.outer[k].size) {
+      so += (idx % a.outer[k].size) * a.outer[k].src;
+      d0 += (idx % a.outer[k].size) * a.outer[k].dst;
+    }
+    std::uint64_t nr = 1, w = a.len;
+    if (a.pieces) {
+      d0 += c * a.per_tile;
+      w = std::min(a.per_tile, a.len - c * a.per_tile);
+    } else {
+      so += c * a.per_tile;
+      d0 += c * a.per_tile * a.len;
+      nr = std::min(a.per_tile, a.rows - c * a.per_tile);
+    }
+    const std::size_t b = step % 2;
+    const LocalTensor<T> v = vals.Get<T>(), out = stage[b].Get<T>();
+    copy_in(v, a.src + so * es, nr);
+    set_flag(PIPE_MTE2, PIPE_S, loaded);
+    wait_flag(PIPE_MTE2, PIPE_S, loaded);
+    if (step >= 2) wait_flag(PIPE_MTE3, PIPE_V, freed[b]);
+    for (std::uint64_t r = 0; r < nr; ++r) {
+      const T x = v.GetValue(r);
+      if constexpr (std::is_same_v<T, float>) Duplicate(out[r * lp], x, w);
+      else Duplicate(out[r * lp], hw::isa::to_float(x), w);  // exact: every fp16/bf16 value is a float
+    }
+    set_flag(PIPE_V, PIPE_MTE3, filled[b]);
+    wait_flag(PIPE_V, PIPE_MTE3, filled[b]);
+    copy_rows_out(a.dst + d0 * es, out, nr, w, nr > 1 ? a.len : w, lp);
+    set_flag(PIPE_MTE3, PIPE_V, freed[b]);
+  }
+  for (std::uint64_t s = step >= 2 ? step - 2 : 0; s < step; ++s) wait_flag(PIPE_MTE3, PIPE_V, freed[s % 2]);
+}
+
+// The splat form of a copy job (see SplatArgs) when its innermost dim repeats one value at least a block long and
+// the dim outside it reads consecutive values into consecutive rows; nothing otherwise.
+std::optional<SplatArgs> splat_of(const CopyJob& j, std::uint64_t es, std::uint64_t stage_bytes) {
+  if (j.run != 1 || j.outer.empty() || j.outer.back().src != 0 || j.outer.back().dst != 1 || j.outer.back().size * es < 32)
+    return std::nullopt;
+  SplatArgs a;
+  a.len = j.outer.back().size;
+  a.outer.assign(j.outer.begin(), j.outer.end() - 1);
+  a.pieces = ceil_to(a.len * es, 32) > stage_bytes;  // a row longer than a stage: tiles are pieces of one row
+  if (!a.pieces && !a.outer.empty() && a.outer.back().src == 1 && a.outer.back().dst == a.len) {
+    a.rows = a.outer.back().size;
+    a.outer.pop_back();
+  }
+  std::uint64_t groups = 1;
+  for (const CopyDim& d : a.outer) groups *= d.size;
+  a.stage_bytes = stage_bytes;
+  if (a.pieces) {
+    a.per_tile = stage_bytes / es / 16 * 16;
+    a.units = groups * ceil_div(a.len, a.per_tile);
+  } else {
+    a.per_tile = std::min<std::uint64_t>({stage_bytes / ceil_to(a.len * es, 32), a.rows, 4095});
+    a.units = groups * ceil_div(a.rows, a.per_tile);
+  }
+  return a;
 }
 
 // Row-major strides of a shape, in elements.
@@ -350,6 +440,25 @@ OpDef copy_op(const std::string& name, CallFn call, const std::string& summary, 
     plan.block_dim = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(units, chip.vector_units())));
     plan.tiling = {{"tiles", static_cast<double>(units)}, {"jobs", static_cast<double>(a.jobs.size())},
                    {"stage_bytes", static_cast<double>(a.stage_bytes)}};
+    // An expand of the innermost dim fills rows in the UB instead (splat_kernel).
+    if (name == "expand" && a.jobs.size() == 1) {
+      if (const auto sp = splat_of(a.jobs[0], es, a.stage_bytes)) {
+        plan.block_dim = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(sp->units, chip.vector_units())));
+        plan.tiling = {{"tiles", static_cast<double>(sp->units)}, {"splat_row", static_cast<double>(sp->len)},
+                       {"stage_bytes", static_cast<double>(a.stage_bytes)}};
+        plan.kernel = [sp = *sp, t](const std::vector<std::uint64_t>& buf) -> std::function<void()> {
+          SplatArgs g = sp;
+          g.src = buf[0];
+          g.dst = buf[1];
+          switch (t) {
+            case DType::kFp16: return [g] { splat_kernel<half>(g); };
+            case DType::kBf16: return [g] { splat_kernel<bfloat16_t>(g); };
+            default: return [g] { splat_kernel<float>(g); };
+          }
+        };
+        return plan;
+      }
+    }
     plan.kernel = [a, t](const std::vector<std::uint64_t>& buf) -> std::function<void()> {
       CopyArgs g = a;
       g.buf.assign(buf.begin(), buf.end());
