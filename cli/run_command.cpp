@@ -8,6 +8,9 @@
 #include <iostream>
 #include <map>
 #include <random>
+#include <sstream>
+
+#include <unistd.h>
 
 #include <nlohmann/json.hpp>
 
@@ -134,8 +137,27 @@ int run_model_command(const RunOptions& opts) {
   RunOutputs outputs(opts.trace, opts.summary, loaded.chip.clock.core_hz);
   stack::runtime::Device dev(loaded.chip, mode, outputs.trace_factory());
   const auto t0 = std::chrono::steady_clock::now();
+  // Progress on stderr: on a terminal one line rewritten at most twice a second, with --progress elsewhere a line
+  // at most every second; the final state always ends the report.
+  const bool tty = isatty(STDERR_FILENO) != 0, progress = tty || opts.progress;
+  double shown_at = -1;
+  std::string line, shown;
+  if (progress) {
+    dev.on_progress([&](std::uint32_t done, std::uint32_t submitted, double device_ns) {
+      const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+      std::ostringstream os;
+      os << std::fixed << std::setprecision(3) << "npusim run: " << done << "/" << submitted << " tasks done, "
+         << device_ns / 1e6 << " ms simulated, " << std::setprecision(1) << now << " s";
+      line = os.str();
+      if (shown_at >= 0 && now - shown_at < (tty ? 0.5 : 1.0)) return;
+      shown_at = now;
+      shown = line;
+      std::cerr << (tty ? "\r" + line : line + "\n") << std::flush;
+    });
+  }
   const graph::Execution ex = executor.run(dev, inputs);
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  if (progress && !line.empty()) std::cerr << (tty ? "\r" + line + "\n" : line == shown ? "" : line + "\n") << std::flush;
 
   nlohmann::json report = stack::runtime::run_report(dev, wall);
   nlohmann::json passes_json = nlohmann::json::object();

@@ -16,6 +16,7 @@ struct RunOptions {
   std::string inputs_dir, outputs_dir;  // .npy per graph input/output, named after it (functional mode)
   bool no_fusion = false;
   std::uint32_t streams = 4;  // at most this many streams (stream assignment)
+  bool progress = false;      // progress lines on stderr even when it is not a terminal
   bool json = false;
   std::string trace;
   std::string summary;

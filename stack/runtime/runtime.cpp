@@ -52,6 +52,7 @@ void Device::drain_completions() {
     if (c.task_id < task_done_.size()) task_done_[c.task_id] = 1;
     ++completed_;
   }
+  if (progress_) progress_(completed_, next_task_, now_ns());
 }
 
 void Device::wait_for_completion() {

@@ -76,6 +76,9 @@ class Device {
   // When the host submitted task `id` (ns).
   double submitted_ns(std::uint32_t id) const { return id < submit_ns_.size() ? submit_ns_[id] : 0.0; }
   std::uint32_t submitted() const { return next_task_; }
+  // Called each time the host learns of completed tasks (tasks done, tasks submitted, device time in ns), e.g.
+  // for a progress display; not called when unset.
+  void on_progress(std::function<void(std::uint32_t, std::uint32_t, double)> f) { progress_ = std::move(f); }
 
  private:
   void submit(fw::ts::TaskDescriptor d, Stream s, double host_cost_ns, const std::string& api);
@@ -98,6 +101,7 @@ class Device {
   std::unique_ptr<fw::ts::TaskRing> cq_;
   std::uint32_t next_task_ = 0, next_event_ = 0, completed_ = 0;
   std::exception_ptr host_error_;
+  std::function<void(std::uint32_t, std::uint32_t, double)> progress_;
 };
 
 }  // namespace npusim::stack::runtime

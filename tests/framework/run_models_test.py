@@ -3,6 +3,7 @@
 bad models and inputs give clear errors. Usage: run_models_test.py PATH/TO/npusim"""
 import json
 import os
+import re
 import subprocess
 import sys
 import tempfile
@@ -327,6 +328,13 @@ with tempfile.TemporaryDirectory() as d:
         check(np.array_equal(np.load(os.path.join(pb_out, "y.npy")), np.load(os.path.join(d, "norm_block_out", "y.npy"))),
               ".pb input gave other values than .npy")
 
+    # --progress: lines on stderr (not a terminal here) ending with every task done; without it, nothing.
+    rc, _, err = run([os.path.join(d, "norm_block.onnx"), "--progress"])
+    last = err.strip().splitlines()[-1] if err.strip() else ""
+    done = re.match(r"npusim run: (\d+)/(\d+) tasks done, [0-9.]+ ms simulated", last)
+    check(rc == 0 and done and done.group(1) == done.group(2), f"--progress: {rc} {err!r}")
+    rc, _, err = run([os.path.join(d, "norm_block.onnx")])
+    check(rc == 0 and "tasks done" not in err, f"progress without --progress off a terminal: {err!r}")
     rc, _, err = run([os.path.join(d, "norm_block.onnx"), "--functional", "--outputs", os.path.join(pb_in, "x.pb")])
     check(rc == 1 and "x.pb: not a directory" in err, f"--outputs on a file: {rc} {err}")
 
