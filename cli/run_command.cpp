@@ -94,7 +94,8 @@ int run_model_command(const RunOptions& opts) {
   if (!opts.outputs_dir.empty()) {  // made if missing, as `mkdir -p` would, before anything runs
     std::error_code ec;
     std::filesystem::create_directories(opts.outputs_dir, ec);
-    if (!std::filesystem::is_directory(opts.outputs_dir))
+    std::error_code is_dir_ec;
+    if (!std::filesystem::is_directory(opts.outputs_dir, is_dir_ec))
       throw InputError("--outputs " + opts.outputs_dir + ": not a directory and cannot be made one" + (ec ? " (" + ec.message() + ")" : ""));
   }
   std::vector<std::vector<std::uint8_t>> inputs;

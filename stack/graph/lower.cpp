@@ -612,9 +612,9 @@ class Lowering {
         std::size_t k = 1;
         if (has_lo) lo = a[k++];
         if (has_hi) hi = a[k++];
-        std::string e = a[0];
-        if (!hi.empty()) e = "min(" + e + "," + hi + ")";
+        std::string e = a[0];  // min(max(x, lo), hi): hi wins when lo > hi, as np.clip
         if (!lo.empty()) e = "max(" + e + "," + lo + ")";
+        if (!hi.empty()) e = "min(" + e + "," + hi + ")";
         return e;
       });
     } else {

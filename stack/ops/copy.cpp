@@ -229,7 +229,8 @@ std::optional<SplatArgs> splat_of(const CopyJob& j, std::uint64_t es, std::uint6
     a.per_tile = stage_bytes / es / 16 * 16;
     a.units = groups * ceil_div(a.len, a.per_tile);
   } else {
-    a.per_tile = std::min<std::uint64_t>({stage_bytes / ceil_to(a.len * es, 32), a.rows, 4095});
+    // The values buffer beside the two stages stays within the UB's 1 KiB the stages leave: at most 512 B.
+    a.per_tile = std::min<std::uint64_t>({stage_bytes / ceil_to(a.len * es, 32), a.rows, 512 / es});
     a.units = groups * ceil_div(a.rows, a.per_tile);
   }
   return a;

@@ -432,6 +432,7 @@ void fa_vector_split(const FaArgs& g) {
     const LocalTensor<float> rs = sm.frs.template Get<float>(), bc = sm.fbc.template Get<float>();
     if (st.first) {
       row_reduce(true, m, s, mx, rows, bk, vec);
+      Maxs(m, m, kMasked, rows);  // a first block masked with -inf (left padding) must not make s - m NaN
     } else {
       row_reduce(true, mx, s, rs, rows, bk, vec);
       Max(mx, m, mx, rows);     // m_new
@@ -674,6 +675,7 @@ void fa_coupled(const FaArgs& g) {
     }
     if (st.first) {
       nz_row_reduce(true, m, s, scratch);
+      Maxs(m, m, kMasked, m1 * 16);  // a first block masked with -inf (left padding) must not make s - m NaN
     } else {
       nz_row_reduce(true, mx, s, scratch);
       Max(mx, m, mx, m1 * 16);

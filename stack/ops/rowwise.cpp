@@ -364,8 +364,8 @@ void long_row_kernel(const RowArgs& a) {
   pipe.InitBuffer(fpart, rs.part_stride * 4);
   rs.part = fpart.Get<float>();
   pipe.InitBuffer(fv, 7 * 32);  // per-row scalars, one 32 B block each
-  pipe.InitBuffer(fbc, 2 * 32);
-  const LocalTensor<float> v = fv.Get<float>(), bc = fbc.Get<float>(), bc2 = bc[8];
+  pipe.InitBuffer(fbc, 2 * 256);  // a Brcb repeat writes 8 blocks
+  const LocalTensor<float> v = fv.Get<float>(), bc = fbc.Get<float>(), bc2 = bc[64];
   const LocalTensor<float> m = v, l = v[8], part = v[16], part2 = v[24], alpha = v[32], mean = v[40], rstd = v[48];
   const std::uint64_t chunks = ceil_div(a.h, C);
   const bool resident = chunks == 1;
@@ -519,16 +519,20 @@ void ub_need(RowKind kind, std::uint64_t h, std::uint64_t es, bool add, bool sta
   }
 }
 
-// Columns per chunk for long_row_kernel: the largest multiple of 64 (at most 255 repeats of 64 lanes) whose
-// buffers fit the UB: x (and the residual) in, gamma (and beta), out, each twice; the sum; X and a temporary in
-// fp32; the reduction partials and the per-row scalars. 0 when not even 64 columns fit.
-std::uint64_t long_row_chunk(RowKind kind, std::uint64_t h, std::uint64_t es, bool add, bool stats, std::uint64_t ub) {
+// UB bytes long_row_kernel allocates for chunks of c columns: x (and the residual) in, gamma (and beta), out, each
+// twice; the sum; X and a temporary in fp32; the reduction partials, the per-row scalars and two Brcb targets;
+// the statistics; and a margin for the 32 B alignment of each buffer.
+std::uint64_t long_row_bytes(RowKind kind, std::uint64_t c, std::uint64_t es, bool add, bool stats) {
   const bool ln = kind == RowKind::kLayerNorm, norm = ln || kind == RowKind::kRmsNorm;
   const std::uint64_t t_bufs = 2 * (add ? 2 : 1) + (norm ? 2 * (ln ? 2 : 1) : 0) + 2 + (add ? 1 : 0);
-  for (std::uint64_t c = std::min<std::uint64_t>(255 * 64, ceil_to(h, 64)); c >= 64; c -= 64) {
-    const std::uint64_t need = t_bufs * c * es + 2 * c * 4 + ReduceScratch::stride_for(c) * 4 + 7 * 32 + 64 + (stats ? 64 : 0) + 256;
-    if (need <= ub) return c;
-  }
+  return t_bufs * c * es + 2 * c * 4 + ReduceScratch::stride_for(c) * 4 + 7 * 32 + 2 * 256 + (stats ? 64 : 0) + 256;
+}
+
+// Columns per chunk: the largest multiple of 64 (at most 255 repeats of 64 lanes) whose buffers fit the UB; 0 when
+// not even 64 columns fit.
+std::uint64_t long_row_chunk(RowKind kind, std::uint64_t h, std::uint64_t es, bool add, bool stats, std::uint64_t ub) {
+  for (std::uint64_t c = std::min<std::uint64_t>(255 * 64, ceil_to(h, 64)); c >= 64; c -= 64)
+    if (long_row_bytes(kind, c, es, add, stats) <= ub) return c;
   return 0;
 }
 
@@ -594,6 +598,9 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
     const std::uint64_t ub = chip.buffers.ub.size, cores = chip.vector_units();
     const std::uint64_t forced = reduces ? param_uint(p, "chunk", 0, 16320) : 0;
     if (forced % 64) throw InputError(name + ": chunk=" + std::to_string(forced) + " is not a multiple of 64");
+    if (forced && long_row_bytes(kind, forced, es, add, a.stats) > ub)
+      throw InputError(name + ": chunk=" + std::to_string(forced) + " needs " + std::to_string(long_row_bytes(kind, forced, es, add, a.stats)) +
+                       " B of UB, chip " + chip.name + " has " + std::to_string(ub));
     if (forced || ceil_to(len, 64) / 64 > 255 || fixed + per_row > ub) {
       a.chunk = forced ? forced : reduces ? long_row_chunk(kind, h, es, add, a.stats, ub) : 0;
       if (a.chunk == 0)

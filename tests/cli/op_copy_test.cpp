@@ -18,6 +18,7 @@ TEST(OpCopy, SliceConcatSplitAndExpandMatchTheReference) {
       "expand -p shape=4x1x37x1 -p to=4x3x37x333",  // the innermost dim repeats one value (UB fill)
       "expand -p shape=1 -p to=3x5000",             // a scalar to a tensor
       "expand -p shape=2x1 -p to=2x70000",          // rows longer than a stage: pieces of a row
+      "expand -p shape=512x1 -p to=512x8",          // many short rows (the values buffer stays within the UB)
   };
   const char* dtypes[] = {"fp16", "bf16", "fp32"};
   int i = 0;

@@ -159,6 +159,7 @@ TEST(OpVector, BadCallsAreClearErrors) {
   npusim_test::expect_input_errors({
       {"op swiglu -p shape=4x200000", "swiglu: a row of 200000 elements does not fit the UB of chip 910b"},
       {"op layernorm -p shape=4x200 -p chunk=100", "layernorm: chunk=100 is not a multiple of 64"},
+      {"op add_layernorm -p shape=4x8192 -p chunk=16320 --dtype fp32", "add_layernorm: chunk=16320 needs"},
       {"op softmax -p shape=4x200 -p chunk=20000", "chunk='20000' is not an integer in 0..16320"},
       {"op swiglu -p shape=4x7", "swiglu: the last dimension (7) must be even"},
       {"op rope -p shape=64", "rope: shape 64 needs at least two dims"},

@@ -88,7 +88,8 @@ def norm_block(path, rng):
 
 
 def attention(path, rng, kind, dtype=np.float16):
-    """Q, K, V [2, 4, S, 32]: MatMul(Q, Transpose(K)) / sqrt(32) [+ mask | Where(causal)] -> Softmax -> MatMul(., V)."""
+    """Q, K, V [2, 8, 512, 32]: MatMul(Q, Transpose(K)) / sqrt(32) [+ mask | + padding mask | Where(causal)] ->
+    Softmax -> MatMul(., V)."""
     b, n, s, d = 2, 8, 512, 32  # long enough that the S x S scores outweigh FlashAttention's workspace
     et = TensorProto.FLOAT16 if dtype == np.float16 else TensorProto.FLOAT
     nodes = [helper.make_node("Transpose", ["k"], ["kt"], name="kt", perm=[0, 1, 3, 2]),
@@ -99,6 +100,12 @@ def attention(path, rng, kind, dtype=np.float16):
     mask = None
     if kind == "mask":
         mask = rng.uniform(-1, 1, (s, s)).astype(dtype)
+        inits.append(numpy_helper.from_array(mask, "mask"))
+        nodes.append(helper.make_node("Add", ["x", "mask"], ["xm"], name="add_mask"))
+        last = "xm"
+    if kind == "padding":  # a key-padding mask [B, 1, 1, S] of -inf: batch 0 left-padded past a whole key block
+        mask = np.zeros((b, 1, 1, s), dtype=dtype)
+        mask[0, 0, 0, :300] = -np.inf
         inits.append(numpy_helper.from_array(mask, "mask"))
         nodes.append(helper.make_node("Add", ["x", "mask"], ["xm"], name="add_mask"))
         last = "xm"
@@ -206,7 +213,7 @@ with tempfile.TemporaryDirectory() as d:
                   f"{kind} unfused: {j2['graph']['kernels']} kernels, {j2['cycles']} vs {j['cycles']} cycles, error {e2}")
             print(f"{kind}: {j['cycles']} cycles fused, {j2['cycles']} unfused ({j2['graph']['kernels']} kernels)")
     # Attention: fused into one FlashAttention kernel, equal to the unfused run and to NumPy, and faster.
-    for kind in ["plain", "mask", "causal"]:
+    for kind in ["plain", "mask", "padding", "causal"]:
         model = os.path.join(d, f"attn_{kind}.onnx")
         ref, shape = attention(model, rng, kind)
         ins, outs = os.path.join(d, f"attn_{kind}_in"), os.path.join(d, f"attn_{kind}_out")
@@ -328,6 +335,16 @@ with tempfile.TemporaryDirectory() as d:
         check(np.array_equal(np.load(os.path.join(pb_out, "y.npy")), np.load(os.path.join(d, "norm_block_out", "y.npy"))),
               ".pb input gave other values than .npy")
 
+    # Clip with min > max gives max, as np.clip (bounds as constant inputs).
+    g = helper.make_graph([helper.make_node("Clip", ["x", "lo", "hi"], ["y"], name="clip")], "clip",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 64])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [4, 64])],
+                          [numpy_helper.from_array(np.array(2.0, dtype=np.float32), "lo"),
+                           numpy_helper.from_array(np.array(1.0, dtype=np.float32), "hi")])
+    clip = os.path.join(d, "clip.onnx")
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), clip)
+    rc, _, err = run([clip, "--functional", "--outputs", os.path.join(d, "clip_out")])
+    check(rc == 0 and np.all(np.load(os.path.join(d, "clip_out", "y.npy")) == 1.0), f"Clip with min > max: {rc} {err}")
     # --progress: lines on stderr (not a terminal here) ending with every task done; without it, nothing.
     rc, _, err = run([os.path.join(d, "norm_block.onnx"), "--progress"])
     last = err.strip().splitlines()[-1] if err.strip() else ""

@@ -446,6 +446,18 @@ TEST(FuseElementwise, ActivationsWithAttributesJoinAsTheirExpressions) {
   EXPECT_EQ(b.g.node(0).attr("expr")->s, "mul(add(relu(add(x0,x1)),mul(min(add(x0,x1),0),0.25)),2)");
 }
 
+// A chain as long as a group may be (a Horner polynomial): each operand's expression is built once, so the pass
+// takes linear time (building it twice per node would take 2^31 steps here and time the test out).
+TEST(FuseElementwise, ALongChainIsBuiltOnce) {
+  Builder b;
+  ValueId v = b.input("x", {4, 4096});
+  for (int i = 0; i < 31; ++i) v = b.op(i % 2 ? "Add" : "Mul", {v, b.floats({0.5f + static_cast<float>(i)})}, {4, 4096});
+  b.g.outputs = {v};
+  EXPECT_EQ(passes::fuse_elementwise(b.g), 1);
+  b.g.compact();
+  EXPECT_EQ(live_ops(b.g), std::vector<std::string>{"npusim.FusedElementwise"});
+}
+
 // --- Streams and memory --------------------------------------------------------------------------------------------
 
 // x -> s0 -> a; x -> s1 -> b; (a, b) -> s2 -> c: s0 and s1 are independent branches.

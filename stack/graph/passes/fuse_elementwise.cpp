@@ -116,8 +116,8 @@ class ExprBuilder {
         if (sp >= 0 && group_.count(sp) && g_.node(sp).op_type == "Sigmoid" && g_.node(sp).inputs[0] == x) return "silu(" + of(x) + ")";
       }
     }
-    if (const auto act = activation_expr(n, of(n.inputs[0]))) return *act;
     std::string fn = functions().at(key(n));
+    if (fn.empty()) return *activation_expr(n, of(n.inputs[0]));
     if (fn == "gelu") {
       const Attribute* a = n.attr("approximate");
       if (a && a->s == "tanh") fn = "gelu_tanh";
