@@ -29,6 +29,9 @@ float round_to(DType t, float v) {
 
 enum class RowKind { kSoftmax, kLogSoftmax, kLayerNorm, kRmsNorm, kSwiGlu, kRopeHalf, kRopeInterleaved };
 
+// Kinds that reduce each row (max, sums): they need reduction scratch and may stream long rows in chunks.
+constexpr bool reduces_rows(RowKind k) { return k != RowKind::kSwiGlu && k != RowKind::kRopeHalf && k != RowKind::kRopeInterleaved; }
+
 struct RowArgs {
   RowKind kind = RowKind::kSoftmax;
   GM_ADDR x = 0, p1 = 0, p2 = 0, out = 0;  // p1, p2: gamma and beta, or cos and sin
@@ -84,7 +87,7 @@ void row_kernel(const RowArgs& a) {
       pipe.InitBuffer(fs2, tr * fs * 4);
     }
   }
-  const bool reduces = a.kind != RowKind::kSwiGlu && a.kind != RowKind::kRopeHalf && a.kind != RowKind::kRopeInterleaved;
+  const bool reduces = reduces_rows(a.kind);
   TBuf<TPosition::VECCALC> fsq, fpt, fpt2, fpf, fpf2;
   const std::uint64_t k16 = tsi / 128, p16 = ceil_to(k16, 64);  // 128-lane pieces per row; their partials' stride
   if (stats16) {
@@ -510,8 +513,7 @@ void ub_need(RowKind kind, std::uint64_t h, std::uint64_t es, bool add, bool sta
   if (add) tq += 3;    // two residual buffers and the sum
   if (stats) tq += 1;  // the mean and rstd of two output buffers (8 B a row, counted generously)
   *per_row = f32 * fs + tq * ts + 4 * 3 + 64;  // + the row's three per-row values and its two Brcb blocks
-  if (kind != RowKind::kSwiGlu && kind != RowKind::kRopeHalf && kind != RowKind::kRopeInterleaved)
-    *per_row += ReduceScratch::stride_for(len) * 4;
+  if (reduces_rows(kind)) *per_row += ReduceScratch::stride_for(len) * 4;
   *fixed = 2 * fs + ts + 256;
   if ((kind == RowKind::kLayerNorm || kind == RowKind::kRmsNorm) && es == 2) {  // see stats16 in row_kernel
     const std::uint64_t tsi = ceil_to(len, 128) * es, p16 = ceil_to(ceil_to(len, 128) / 128, 64);
@@ -544,7 +546,7 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
   const bool rope = kind == RowKind::kRopeHalf || kind == RowKind::kRopeInterleaved;
   const bool add = name == "add_layernorm";
   d.params = {"shape"};
-  const bool reduces = kind == RowKind::kSoftmax || kind == RowKind::kLogSoftmax || norm;
+  const bool reduces = reduces_rows(kind);
   if (reduces) d.params.push_back("chunk");
   if (norm) d.params.push_back("eps");
   if (kind == RowKind::kLayerNorm) d.params.push_back("stats");
