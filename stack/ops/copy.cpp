@@ -100,15 +100,13 @@ CopyJob make_job(std::vector<CopyDim> dims, std::size_t src_buf, std::size_t dst
   return j;
 }
 
-// Element offsets of the outer index `idx` over dims [0, n).
-void offsets(const CopyJob& j, std::uint64_t idx, std::size_t n, std::uint64_t* src, std::uint64_t* dst) {
-  *src = j.src_off;
-  *dst = j.dst_off;
+// Element offsets of the index `idx` over dims[0, n) (outermost first), added to *src and *dst.
+void add_offsets(const std::vector<CopyDim>& dims, std::uint64_t idx, std::size_t n, std::uint64_t* src, std::uint64_t* dst) {
   for (std::size_t k = n; k-- > 0;) {
-    const std::uint64_t i = idx % j.outer[k].size;
-    idx /= j.outer[k].size;
-    *src += i * j.outer[k].src;
-    *dst += i * j.outer[k].dst;
+    const std::uint64_t i = idx % dims[k].size;
+    idx /= dims[k].size;
+    *src += i * dims[k].src;
+    *dst += i * dims[k].dst;
   }
 }
 
@@ -132,11 +130,11 @@ void copy_kernel(const CopyArgs& a) {
     if (step >= 2) wait_flag(PIPE_MTE3, PIPE_MTE2, freed[b]);
     const LocalTensor<T> buf = stage[b].Get<T>();
     const GM_ADDR src = a.buf[j.src_buf], dst = a.buf[j.dst_buf];
-    std::uint64_t so = 0, d0 = 0, nr = 1, len = j.run, ss = 0, ds = 0;
+    std::uint64_t so = j.src_off, d0 = j.dst_off, nr = 1, len = j.run, ss = 0, ds = 0;
     if (j.rows) {  // tile = per_tile rows of the last outer dim
       const CopyDim& r = j.outer.back();
       const std::uint64_t chunks = ceil_div(r.size, j.per_tile), r0 = (local % chunks) * j.per_tile;
-      offsets(j, local / chunks, j.outer.size() - 1, &so, &d0);
+      add_offsets(j.outer, local / chunks, j.outer.size() - 1, &so, &d0);
       so += r0 * r.src;
       d0 += r0 * r.dst;
       nr = std::min(j.per_tile, r.size - r0);
@@ -144,12 +142,12 @@ void copy_kernel(const CopyArgs& a) {
       ds = r.dst;
     } else if (j.run * es > a.stage_bytes) {  // tile = a piece of one run
       const std::uint64_t chunks = ceil_div(j.run, j.per_tile), c0 = (local % chunks) * j.per_tile;
-      offsets(j, local / chunks, j.outer.size(), &so, &d0);
+      add_offsets(j.outer, local / chunks, j.outer.size(), &so, &d0);
       so += c0;
       d0 += c0;
       len = std::min(j.per_tile, j.run - c0);
     } else {
-      offsets(j, local, j.outer.size(), &so, &d0);
+      add_offsets(j.outer, local, j.outer.size(), &so, &d0);
     }
     copy_rows_in(buf, src + so * es, nr, len, nr > 1 ? ss : len);
     set_flag(PIPE_MTE2, PIPE_MTE3, moved[b]);
@@ -176,11 +174,8 @@ void splat_kernel(const SplatArgs& a) {
   for (std::uint64_t u = GetBlockIdx(); u < a.units; u += GetBlockNum(), ++step) {
     // The tile: group u / chunks, and rows [r0, r0 + nr) of it or piece [c0, c0 + w) of its one row.
     std::uint64_t so = 0, d0 = 0;
-    const std::uint64_t group = u / chunks, c = u % chunks;
-    for (std::size_t k = a.outer.size(), idx = group; k-- > 0; idx /= a.outer[k].size) {
-      so += (idx % a.outer[k].size) * a.outer[k].src;
-      d0 += (idx % a.outer[k].size) * a.outer[k].dst;
-    }
+    const std::uint64_t c = u % chunks;
+    add_offsets(a.outer, u / chunks, a.outer.size(), &so, &d0);
     std::uint64_t nr = 1, w = a.len;
     if (a.pieces) {
       d0 += c * a.per_tile;
@@ -212,8 +207,8 @@ void splat_kernel(const SplatArgs& a) {
 // The splat form of a copy job (see SplatArgs) when its innermost dim repeats one value at least a block long and
 // the dim outside it reads consecutive values into consecutive rows; nothing otherwise.
 std::optional<SplatArgs> splat_of(const CopyJob& j, std::uint64_t es, std::uint64_t stage_bytes) {
-  if (j.run != 1 || j.outer.empty() || j.outer.back().src != 0 || j.outer.back().dst != 1 || j.outer.back().size * es < 32)
-    return std::nullopt;
+  if (j.src_off || j.dst_off || j.run != 1 || j.outer.empty()) return std::nullopt;
+  if (j.outer.back().src != 0 || j.outer.back().dst != 1 || j.outer.back().size * es < 32) return std::nullopt;
   SplatArgs a;
   a.len = j.outer.back().size;
   a.outer.assign(j.outer.begin(), j.outer.end() - 1);
