@@ -26,10 +26,10 @@ mkdir -p build/models
 for m in gpt2 llama bert; do
   if [ ! -f "build/models/$m.onnx" ] || [ examples/models/make_models.py -nt "build/models/$m.onnx" ]; then
     echo "bench_models: writing build/models/$m.onnx (realistic size, float16)" >&2
-    /usr/bin/python3 examples/models/make_models.py --size realistic --dtype float16 --models "$m" --out build/models >&2
+    .venv/bin/python examples/models/make_models.py --size realistic --dtype float16 --models "$m" --out build/models >&2
   fi
 done
-exec /usr/bin/python3 - "$config" "$runs" <<'PY'
+exec .venv/bin/python - "$config" "$runs" <<'PY'
 import json, statistics, subprocess, sys, time
 
 config, runs = sys.argv[1], int(sys.argv[2])

@@ -7,7 +7,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 if [ "${1:-}" != "--no-setup" ]; then scripts/setup.sh; fi
-exec /usr/bin/python3 - <<'PY'
+exec .venv/bin/python - <<'PY'
 import json, statistics, subprocess, time
 
 cases = [

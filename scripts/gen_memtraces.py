@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Writes the sample memory traces in traces/samples/ (DRAMsim3 format: '<hex address> READ|WRITE <cycle>').
 
     scripts/gen_memtraces.py [out_dir] [requests]

@@ -1,26 +1,32 @@
 #!/usr/bin/env bash
-# Sets up a Debian machine for npusim and builds it: installs every Debian package the build and the tests need
-# (idempotent, and quiet when everything is already there), then configures and builds with CMake.
+# Sets up a Debian 12 (bookworm) or 13 (trixie) machine for npusim and builds it:
+#   1. installs the Debian packages the C++ build and the tests need (idempotent, quiet when all are there);
+#   2. makes the Python virtual environment .venv/ from requirements.txt (pinned; redone only when that file
+#      changes or the venv no longer runs);
+#   3. configures and builds with CMake, which runs the Python tests with .venv/bin/python.
 #
 #   scripts/setup.sh               install + Release build in build/
 #   scripts/setup.sh --sanitize    install + ASan/UBSan build in build-asan/
-#   scripts/setup.sh --no-build    install only
+#   scripts/setup.sh --no-build    install only (packages and .venv/)
+#
+# The venv's interpreter: $NPUSIM_VENV_PYTHON if set, else python3.11 if on PATH (PyTorch 2.13.0's CPU wheel on
+# the project's machines is built for Python 3.11), else python3 (Debian 12: 3.11, Debian 13: 3.13; installed from
+# Debian when missing).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
+# The same package names on both releases; the versions differ (docs/foundation.md has the table).
 PACKAGES=(
   g++ cmake make pkg-config
-  libsystemc-dev          # SystemC 2.3.4, the hardware models
+  libsystemc-dev          # SystemC: 2.3.4 on Debian 12, 3.0 on Debian 13
   libboost-dev
   libyaml-cpp-dev         # chip configs
   nlohmann-json3-dev      # --json output, traces
   libcli11-dev            # command line
   libgtest-dev libgmock-dev
   libbenchmark-dev        # Google Benchmark
-  libonnx-dev libprotobuf-dev protobuf-compiler   # ONNX import
+  libonnx-dev libprotobuf-dev protobuf-compiler   # ONNX import: ONNX 1.12 on Debian 12, 1.17 on Debian 13
   libonnx-testdata        # ONNX node tests (conformance)
-  python3-onnx python3-numpy                      # test models built by tests/framework/*.py
-  python3-torch                                   # the example models (examples/models/make_models.py)
 )
 
 build=1
@@ -30,10 +36,34 @@ for a in "$@"; do
   case "$a" in
     --no-build) build=0 ;;
     --sanitize) build_dir=build-asan; cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DNPUSIM_SANITIZE=ON) ;;
-    -h|--help) sed -n '2,9p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$a' (see --help)" >&2; exit 2 ;;
   esac
 done
+
+if [ -r /etc/debian_version ]; then
+  case "$(cut -d. -f1 /etc/debian_version)" in
+    12|13) ;;
+    *) echo "setup: warning: Debian $(cat /etc/debian_version) is not a release npusim is tested on (12, 13)" >&2 ;;
+  esac
+else
+  echo "setup: warning: not a Debian machine (no /etc/debian_version); the packages below are Debian's" >&2
+fi
+
+# The interpreter the venv is made from; Debian's python3 and its venv module are installed when there is none.
+venv_python=${NPUSIM_VENV_PYTHON:-}
+if [ -z "$venv_python" ]; then
+  venv_python=$(command -v python3.11 || command -v python3 || true)
+fi
+if [ -z "$venv_python" ]; then
+  PACKAGES+=(python3 python3-venv)
+  venv_python=/usr/bin/python3
+elif ! "$venv_python" -c 'import ensurepip, venv' 2>/dev/null; then
+  case "$venv_python" in
+    /usr/bin/*) PACKAGES+=("$(basename "$("$venv_python" -c 'import os, sys; print(os.path.realpath(sys.executable))')")-venv") ;;
+    *) echo "setup: $venv_python has no venv/ensurepip module (set NPUSIM_VENV_PYTHON to another Python)" >&2; exit 1 ;;
+  esac
+fi
 
 missing=()
 for p in "${PACKAGES[@]}"; do
@@ -48,9 +78,23 @@ if [ ${#missing[@]} -gt 0 ]; then
   $sudo apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
 fi
 
+# The venv: made again when it does not run (its base interpreter moved) and refilled when requirements.txt changed.
+stamp=.venv/.requirements.sha256
+want=$(sha256sum requirements.txt | cut -d' ' -f1)
+if ! .venv/bin/python -c 'import sys' 2>/dev/null; then
+  echo "setup: making .venv/ with $venv_python ($("$venv_python" --version 2>&1))"
+  rm -rf .venv
+  "$venv_python" -m venv .venv
+fi
+if [ "$(cat "$stamp" 2>/dev/null)" != "$want" ]; then
+  echo "setup: installing requirements.txt into .venv/"
+  .venv/bin/python -m pip install --disable-pip-version-check -q -r requirements.txt
+  echo "$want" > "$stamp"
+fi
+
 if [ $build -eq 1 ]; then
   jobs=$(nproc 2>/dev/null || echo 2)
-  cmake -S . -B "$build_dir" "${cmake_args[@]}" >/dev/null
+  cmake -S . -B "$build_dir" "${cmake_args[@]}" -DNPUSIM_PYTHON="$PWD/.venv/bin/python" >/dev/null
   cmake --build "$build_dir" -j "$jobs" -- --no-print-directory >/dev/null
   echo "setup: built $build_dir/npusim"
 fi

@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """Conformance: the ONNX node tests shipped in Debian's libonnx-testdata, in functional mode through `npusim run`.
 
 For every test directory (data/node/test_*): the model runs with the inputs of test_data_set_0 (TensorProto .pb,

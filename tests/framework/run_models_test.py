@@ -1,4 +1,4 @@
-#!/usr/bin/python3
+#!/usr/bin/env python3
 """`npusim run`: small ONNX models built here with onnx.helper run in functional mode and match a NumPy reference;
 bad models and inputs give clear errors. Usage: run_models_test.py PATH/TO/npusim"""
 import json
