@@ -163,7 +163,7 @@ int run_model_command(const RunOptions& opts) {
   nlohmann::json report = stack::runtime::run_report(dev, wall);
   nlohmann::json passes_json = nlohmann::json::object();
   for (const auto& [name, count] : fired) passes_json[name] = count;
-  report["model"] = {{"file", opts.model}, {"opset", model.opset}, {"producer", model.producer}};
+  report["model"] = {{"file", opts.model}, {"opset", model.opset}, {"producer", model.producer}, {"adapted_nodes", model.adapted}};
   // The model's load (constants copied in) and one execution (inputs in, kernels, outputs out) as separate spans.
   double load_end = 0, exec_start = 1e300, exec_end = 0;
   for (const auto& t : dev.tasks()) {

@@ -1,16 +1,18 @@
-#!/usr/bin/python3
-"""Writes the example models as ONNX with Debian's python3-torch: a GPT-2-style decoder block, a LLaMA-style block
-(RMSNorm, RoPE, grouped-query attention, SwiGLU) and a BERT-style encoder layer. Weights are random (seeded); nothing
-is downloaded. Each model is written in PyTorch the way its reference implementation writes it, so the exported
-graph has the shapes real exports have (hand-written norms, split QKV, repeat_kv, masked_fill, tanh GELU...).
+#!/usr/bin/env python3
+"""Writes the example models as ONNX with PyTorch 2.x (the venv's torch): a GPT-2-style decoder block, a LLaMA-style
+block (RMSNorm, RoPE, grouped-query attention, SwiGLU) and a BERT-style encoder layer. Weights are random (seeded);
+nothing is downloaded. Each model is written in PyTorch the way its reference implementation writes it, so the
+exported graph has the shapes real exports have (hand-written norms, split QKV, repeat_kv, masked_fill, tanh GELU...),
+and exported as a PyTorch 2.x user exports: torch.onnx.export with its defaults (the torch.export-based exporter,
+opset 20 in PyTorch 2.13, the weights in NAME.onnx.data beside NAME.onnx).
 
   make_models.py [--size small|realistic] [--dtype float32|float16] [--models gpt2,llama,bert] [--out DIR]
                  [--reference]
 
 --reference also writes, per model, seeded inputs NAME_in/x.npy (and BERT's attention_mask.npy, with batch i's
-last i * seq / 4 tokens padded) and PyTorch's outputs NAME_ref/y.npy (float32 models only: PyTorch 1.13 has no
-float16 kernels on the CPU). --dtype float16 exports in float32 and converts the
-ONNX graph (initializers, value types, constants, casts) to float16, as deployment tools do.
+last i * seq / 4 tokens padded) and PyTorch's outputs NAME_ref/y.npy (float32 models only: the reference is the
+float32 model). --dtype float16 exports in float32 and converts the ONNX graph (initializers, value types,
+constants, casts) to float16, as deployment tools do.
 
 Sizes (batch, sequence, hidden, heads, KV heads, MLP width):
   small:     gpt2 2x64, 256, 4 heads, MLP 1024;  llama 2x64, 256, 4 heads, 2 KV heads, MLP 688;
@@ -19,6 +21,7 @@ Sizes (batch, sequence, hidden, heads, KV heads, MLP width):
              MLP 11008 (LLaMA-2-7B-like with GQA); bert 4x512, 1024, 16 heads, MLP 4096 (BERT-large)
 """
 import argparse
+import contextlib
 import math
 import os
 import sys
@@ -219,19 +222,22 @@ def export(name, size, dtype, out, reference):
                 mask[i, -pad:] = 0.0
         inputs["attention_mask"] = mask
     path = os.path.join(out, f"{name}.onnx")
-    with torch.no_grad():
-        torch.onnx.export(model, tuple(inputs.values()), path, opset_version=17, input_names=list(inputs),
-                          output_names=["y"], do_constant_folding=True)
-    m = onnx.load(path)
-    m.producer_name = "npusim examples/models/make_models.py (" + m.producer_name + " " + m.producer_version + ")"
+    with torch.no_grad(), contextlib.redirect_stdout(sys.stderr):  # the exporter reports its steps on stdout
+        torch.onnx.export(model, tuple(inputs.values()), path, input_names=list(inputs), output_names=["y"])
+    m = onnx.load(path)  # with NAME.onnx.data
+    m.producer_name = "npusim examples/models/make_models.py, " + m.producer_name
     if dtype == "float16":
         m = to_float16(m)
     onnx.checker.check_model(m)
-    onnx.save(m, path)
-    print(f"{path}: {sum(1 for _ in m.graph.node)} nodes, {os.path.getsize(path) / 1e6:.1f} MB, {cfg}")
+    data = f"{name}.onnx.data"
+    if os.path.exists(path + ".data"):
+        os.remove(path + ".data")
+    onnx.save(m, path, save_as_external_data=True, all_tensors_to_one_file=True, location=data, size_threshold=1024)
+    size = os.path.getsize(path) + os.path.getsize(os.path.join(out, data))
+    print(f"{path} (+ {data}): {sum(1 for _ in m.graph.node)} nodes, opset {m.opset_import[0].version}, {size / 1e6:.1f} MB, {cfg}")
     if reference:
         if dtype != "float32":
-            sys.exit("make_models.py: --reference needs --dtype float32 (PyTorch 1.13 has no float16 CPU kernels)")
+            sys.exit("make_models.py: --reference needs --dtype float32 (the reference is the float32 model)")
         for d in (f"{name}_in", f"{name}_ref"):
             os.makedirs(os.path.join(out, d), exist_ok=True)
         with torch.no_grad():

@@ -5,12 +5,14 @@
 
 #include <algorithm>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
 #include <set>
 #include <sstream>
 
 #include "common/util/error.hpp"
 #include "common/util/file.hpp"
+#include "stack/framework/onnx_model.hpp"
 #include "stack/graph/passes/passes.hpp"
 
 namespace npusim::stack::framework {
@@ -255,20 +257,15 @@ void fold_into(onnx::ModelProto& model, const Graph& g) {
   gp->clear_value_info();
 }
 
-}  // namespace
-
-ImportedModel import_onnx(const std::string& path, const std::map<std::string, std::int64_t>& dims) {
-  return import_onnx_bytes(read_file(path, "cannot read the model file"), path, dims);
-}
-
-ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& what,
-                                const std::map<std::string, std::int64_t>& dims) {
-  onnx::ModelProto model;
-  if (bytes.empty() || !model.ParseFromString(bytes) || !model.has_graph())
-    throw InputError(what + ": not an ONNX model (the protobuf does not parse as a ModelProto with a graph)");
+// Parsed model -> IR: external data in, newer opsets in opset-17 forms, symbolic dims bound, then inference and
+// folding in turns.
+ImportedModel import_model(onnx::ModelProto& model, const std::string& what, const std::string& model_dir,
+                           const std::map<std::string, std::int64_t>& dims) {
   ImportedModel out;
   for (const auto& op : model.opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") out.opset = op.version();
+  load_external_data(model, model_dir, what);
+  out.adapted = adapt_to_engine_opset(model, what);
   out.producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
   // Bound symbolic dims become sizes on the inputs, so inference can propagate them.
   std::map<std::string, bool> used;
@@ -301,6 +298,27 @@ ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& wha
     fold_into(model, g);
   }
   return out;
+}
+
+onnx::ModelProto parse_model(const std::string& bytes, const std::string& what) {
+  onnx::ModelProto model;
+  if (bytes.empty() || !model.ParseFromString(bytes) || !model.has_graph())
+    throw InputError(what + ": not an ONNX model (the protobuf does not parse as a ModelProto with a graph)");
+  return model;
+}
+
+}  // namespace
+
+ImportedModel import_onnx(const std::string& path, const std::map<std::string, std::int64_t>& dims) {
+  onnx::ModelProto model = parse_model(read_file(path, "cannot read the model file"), path);
+  const std::string dir = std::filesystem::path(path).parent_path().string();
+  return import_model(model, path, dir.empty() ? "." : dir, dims);
+}
+
+ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& what,
+                                const std::map<std::string, std::int64_t>& dims) {
+  onnx::ModelProto model = parse_model(bytes, what);
+  return import_model(model, what, "", dims);
 }
 
 std::pair<std::string, graph::Tensor> read_tensor_pb(const std::string& path) {

@@ -1,7 +1,8 @@
-// ONNX import (issue 7): an ONNX model file -> the graph IR, with Debian's libonnx and protobuf. ONNX's own shape
-// inference runs first, so values carry the types and shapes it can infer (symbolic dims keep their names);
-// initializers become constants; node attributes keep their kinds. Models with external data, and control-flow
-// nodes with subgraphs, are refused with errors naming the model and the node.
+// ONNX import (issue 7): an ONNX model file -> the graph IR, with Debian's libonnx and protobuf. External data is
+// read from beside the model; opsets 18..21 are rewritten into opset-17 forms (onnx_model.hpp); ONNX's own shape
+// inference runs, so values carry the types and shapes it can infer (symbolic dims keep their names); initializers
+// become constants; node attributes keep their kinds. Control-flow nodes with subgraphs are refused with errors
+// naming the model and the node.
 #pragma once
 
 #include <cstdint>
@@ -19,12 +20,14 @@ struct ImportedModel {
   std::int64_t opset = 0;  // the default domain's opset version
   std::string producer;    // producer_name [+ version]
   int folded = 0;          // nodes constant folding evaluated on the host
+  int adapted = 0;         // nodes of an opset-18+ model rewritten into their opset-17 forms (onnx_model.hpp)
 };
 
-// Throws InputError: the file cannot be read or parsed, uses external data, or its graph does not verify.
+// Throws InputError: the file cannot be read or parsed, its external data is missing or leaves its directory, its
+// opset is newer than 21, or its graph does not verify.
 // `dims` binds symbolic input dims (dim_param names) to sizes before shape inference.
 ImportedModel import_onnx(const std::string& path, const std::map<std::string, std::int64_t>& dims = {});
-// The same from the bytes of a ModelProto; `what` names it in errors.
+// The same from the bytes of a ModelProto; `what` names it in errors. External data is refused (no directory).
 ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& what,
                                 const std::map<std::string, std::int64_t>& dims = {});
 
