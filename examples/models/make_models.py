@@ -7,7 +7,10 @@ and exported as a PyTorch 2.x user exports: torch.onnx.export with its defaults 
 opset 20 in PyTorch 2.13, the weights in NAME.onnx.data beside NAME.onnx).
 
   make_models.py [--size small|realistic] [--dtype float32|float16] [--models gpt2,llama,bert] [--out DIR]
-                 [--reference]
+                 [--reference] [--opset N] [--torchscript]
+
+--opset N passes opset_version=N to the exporter (its default: 20 in PyTorch 2.13); --torchscript exports with
+the TorchScript-based exporter (dynamo=False, opset 17 unless --opset), as PyTorch 1.x and older 2.x code does.
 
 --reference also writes, per model, seeded inputs NAME_in/x.npy (and BERT's attention_mask.npy, with batch i's
 last i * seq / 4 tokens padded) and PyTorch's outputs NAME_ref/y.npy (float32 models only: the reference is the
@@ -206,7 +209,7 @@ def to_float16(model):
     return model
 
 
-def export(name, size, dtype, out, reference):
+def export(name, size, dtype, out, reference, opset=None, torchscript=False):
     torch.set_num_threads(os.cpu_count() or 1)
     torch.manual_seed({"gpt2": 1, "llama": 2, "bert": 3}[name])
     cfg = SIZES[size][name]
@@ -223,7 +226,10 @@ def export(name, size, dtype, out, reference):
         inputs["attention_mask"] = mask
     path = os.path.join(out, f"{name}.onnx")
     with torch.no_grad(), contextlib.redirect_stdout(sys.stderr):  # the exporter reports its steps on stdout
-        torch.onnx.export(model, tuple(inputs.values()), path, input_names=list(inputs), output_names=["y"])
+        kwargs = {"opset_version": opset} if opset else {}
+        if torchscript:
+            kwargs = {"dynamo": False, "opset_version": opset or 17}
+        torch.onnx.export(model, tuple(inputs.values()), path, input_names=list(inputs), output_names=["y"], **kwargs)
     m = onnx.load(path)  # with NAME.onnx.data
     m.producer_name = "npusim examples/models/make_models.py, " + m.producer_name
     if dtype == "float16":
@@ -254,12 +260,14 @@ def main():
     ap.add_argument("--models", default="gpt2,llama,bert")
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
     ap.add_argument("--reference", action="store_true")
+    ap.add_argument("--opset", type=int)
+    ap.add_argument("--torchscript", action="store_true")
     a = ap.parse_args()
     os.makedirs(a.out, exist_ok=True)
     for name in a.models.split(","):
         if name not in MODELS:
             sys.exit(f"make_models.py: unknown model '{name}' (gpt2, llama, bert)")
-        export(name, a.size, a.dtype, a.out, a.reference)
+        export(name, a.size, a.dtype, a.out, a.reference, a.opset, a.torchscript)
 
 
 if __name__ == "__main__":

@@ -1,5 +1,6 @@
 #include "stack/framework/onnx_import.hpp"
 
+#include <onnx/defs/schema.h>
 #include <onnx/onnx_pb.h>
 #include <onnx/shape_inference/implementation.h>
 
@@ -7,6 +8,8 @@
 #include <cstring>
 #include <filesystem>
 #include <fstream>
+#include <limits>
+#include <map>
 #include <set>
 #include <sstream>
 
@@ -131,7 +134,35 @@ void type_of(const onnx::ValueInfoProto& vi, ElemType* type, std::optional<Dims>
 // here and reported with every unsupported node later.
 Graph build_graph(const onnx::GraphProto& gp, const std::string& what);
 
+// Input and output counts against each node's schema at the model's opsets. ONNX 1.12's strict inference lets a
+// node with too few inputs through (the lowering caught it later) and 1.17's reports it in its own words; checked
+// here first, every release gives the same error.
+void check_arity(const onnx::ModelProto& model, const std::string& what) {
+  std::map<std::string, int> versions;
+  for (const auto& op : model.opset_import()) versions[op.domain() == "ai.onnx" ? "" : op.domain()] = static_cast<int>(op.version());
+  auto range = [](int lo, int hi) {
+    if (lo == hi) return std::to_string(lo);
+    if (hi == std::numeric_limits<int>::max()) return "at least " + std::to_string(lo);
+    return std::to_string(lo) + " to " + std::to_string(hi);
+  };
+  for (int i = 0; i < model.graph().node_size(); ++i) {
+    const onnx::NodeProto& n = model.graph().node(i);
+    const std::string domain = n.domain() == "ai.onnx" ? "" : n.domain();
+    const auto v = versions.find(domain);
+    if (v == versions.end()) continue;
+    const onnx::OpSchema* schema = onnx::OpSchemaRegistry::Schema(n.op_type(), v->second, domain);
+    if (!schema) continue;  // an op ONNX does not know: reported with the unsupported ones
+    const std::string node = what + ": node '" + (n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name()) + "' (" + n.op_type() + "): ";
+    const std::string op = n.op_type() + "-" + std::to_string(schema->SinceVersion());
+    if (n.input_size() < schema->min_input() || n.input_size() > schema->max_input())
+      throw InputError(node + std::to_string(n.input_size()) + " input(s), but " + op + " takes " + range(schema->min_input(), schema->max_input()));
+    if (n.output_size() < schema->min_output() || n.output_size() > schema->max_output())
+      throw InputError(node + std::to_string(n.output_size()) + " output(s), but " + op + " gives " + range(schema->min_output(), schema->max_output()));
+  }
+}
+
 void infer(onnx::ModelProto& model, const std::string& what) {
+  check_arity(model, what);
   try {
     onnx::shape_inference::InferShapes(model, onnx::OpSchemaRegistry::Instance(), onnx::ShapeInferenceOptions{true, 1, false});
   } catch (const std::exception& e) {

@@ -608,6 +608,10 @@ class Lowering {
         if (const Attribute* a = n.attr("max")) hi = num(a->f);
       }
       const bool has_lo = n.inputs.size() > 1 && n.inputs[1] != kNoValue, has_hi = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
+      if (!has_lo && !has_hi && lo.empty() && hi.empty()) {  // no bounds: the input itself, as its ONNX function says
+        view(n, n.outputs[0], tensor(n.inputs[0], "node '" + n.name + "' (Clip)"));
+        return true;
+      }
       lower_expression(n, op, operands, [&](const auto& a) {
         std::size_t k = 1;
         if (has_lo) lo = a[k++];

@@ -6,7 +6,8 @@ PyTorch's outputs; with fusion they take fewer cycles and less peak device memor
 attention is one FlashAttention task in the task list and the trace (BERT's with its padding mask, whose padded
 tokens change the outputs, so a mask the kernel misread would not match). The GELUs run in MatMul epilogues: GPT-2's
 hand-written tanh form through fuse_gelu, BERT's nn.functional.gelu exported as ONNX's Gelu-20 op (one Gelu kernel
-with --no-fusion).
+with --no-fusion). The same models exported at opset 18 and with the TorchScript exporter (dynamo=False, opset 17)
+run the same kernels as the default export.
 
 Tolerance: the models are float32 and their MatMuls and attention run on the Cube in fp16 (CANN's
 allow_fp32_to_fp16, docs/graph.md), so activations and weights are rounded to 11 significant bits before each
@@ -47,6 +48,7 @@ EXPECTED_PASSES = {"gpt2": ["fuse_attention", "fuse_gelu", "fuse_add_layernorm",
                    "llama": ["fuse_attention", "fuse_rope", "fuse_rmsnorm", "fuse_elementwise"],
                    "bert": ["fuse_attention", "fuse_add_layernorm", "fuse_matmul_epilogue"]}
 
+default_kernels = {}
 with tempfile.TemporaryDirectory() as d:
     p = subprocess.run([sys.executable, MAKE, "--size", "small", "--reference", "--out", d], capture_output=True, text=True)
     if p.returncode != 0:
@@ -87,8 +89,24 @@ with tempfile.TemporaryDirectory() as d:
         check(fg["peak_device_bytes"] < ug["peak_device_bytes"],
               f"{name}: fused peak {fg['peak_device_bytes']} B, unfused {ug['peak_device_bytes']} B")
         check(fg["kernels"] < ug["kernels"], f"{name}: fused {fg['kernels']} kernels, unfused {ug['kernels']}")
+        default_kernels[name] = kernels
         print(f"{name}: fused {fused['cycles']} cycles, {fg['kernels']} kernels, {fg['peak_device_bytes']} B peak "
               f"(passes {fg['passes']}); unfused {unfused['cycles']} cycles, {ug['kernels']} kernels, "
               f"{ug['peak_device_bytes']} B; max abs error {float(np.max(np.abs(y - ref))):.2e}")
+    # Other exports of the same models: what fuses must not depend on the exporter or the opset.
+    for label, flags in (("opset 18", ["--opset", "18"]), ("torchscript", ["--torchscript"])):
+        sub = os.path.join(d, label.replace(" ", "_"))
+        p = subprocess.run([sys.executable, MAKE, "--size", "small", "--out", sub, *flags], capture_output=True, text=True)
+        check(p.returncode == 0, f"{label} export failed: {p.stderr[-2000:]}")
+        if p.returncode != 0:
+            continue
+        for name, want in default_kernels.items():
+            r = subprocess.run([NPUSIM, "run", os.path.join(sub, f"{name}.onnx"), "--json"], capture_output=True, text=True)
+            check(r.returncode == 0, f"{name} ({label}): run failed: {r.stderr}")
+            if r.returncode != 0:
+                continue
+            got = [t["name"] for t in json.loads(r.stdout)["tasks"] if t["type"] == "kernel"]
+            check(got == want, f"{name} ({label}): kernels {got}, the default export runs {want}")
+            print(f"{name} ({label}): the same {len(got)} kernels")
 print("failures:", len(failures))
 sys.exit(1 if failures else 0)
