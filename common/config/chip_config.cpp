@@ -2,6 +2,7 @@
 
 #include <cmath>
 #include <string>
+#include <utility>
 
 namespace npusim::config {
 namespace {
@@ -271,6 +272,8 @@ void reflect(Visitor& v, ChipConfig& c) {
 
 namespace {
 
+constexpr double kMinClockHz = 1e6, kMaxClockHz = 50e9;
+
 bool pow2(std::uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
 std::string bytes(std::uint64_t b) { return format_value(static_cast<double>(b), Unit::kBytes); }
@@ -281,8 +284,13 @@ std::vector<Problem> check_consistency(const ChipConfig& c) {
   std::vector<Problem> p;
   auto add = [&](std::string key, std::string msg) { p.push_back({std::move(key), std::move(msg)}); };
 
-  if (c.clock.core_hz <= 0) add("clock.core", "must be positive");
-  if (c.clock.control_cpu_hz <= 0) add("clock.control_cpu", "must be positive");
+  // Clocks within [1 MHz, 50 GHz]: the simulated time base has a 1 ps resolution, so a period under 20 ps would be
+  // rounded by more than 2.5 % (and one under 0.5 ps to zero), and a clock under 1 MHz makes a kernel of a few
+  // thousand cycles take simulated seconds, which nothing here is meant to model (issue 23).
+  for (const auto& [key, hz] : {std::pair<const char*, double>{"clock.core", c.clock.core_hz}, {"clock.control_cpu", c.clock.control_cpu_hz}}) {
+    if (!(hz >= kMinClockHz && hz <= kMaxClockHz))
+      add(key, format_value(hz, Unit::kFrequency) + " is outside [1MHz, 50GHz]");
+  }
 
   const CoreParams& k = c.cores;
   if (k.organisation == "split") {

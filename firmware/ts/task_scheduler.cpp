@@ -35,10 +35,18 @@ void TaskScheduler::finish(std::size_t record, std::uint16_t stream, double at_n
   c.type = TaskType::kCompletion;
   c.task_id = r.task_id;
   c.stream = stream;
-  if (cq_.full()) throw InputError("task scheduler: the completion ring is full (the host does not drain it)");
-  cq_.push(c);
+  cq_backlog_.push_back(c);
+  write_completions();
   streams_[stream].busy = false;
-  completed_.notify(sc_core::SC_ZERO_TIME);
+}
+
+void TaskScheduler::write_completions() {
+  bool wrote = false;
+  for (; !cq_backlog_.empty() && !cq_.full(); wrote = true) {
+    cq_.push(cq_backlog_.front());
+    cq_backlog_.pop_front();
+  }
+  if (wrote) completed_.notify(sc_core::SC_ZERO_TIME);
 }
 
 void TaskScheduler::start_task(std::size_t s, const TaskDescriptor& d) {
@@ -180,6 +188,7 @@ void TaskScheduler::run() {
   // round to zero and this loop would spin at the same time for ever.
   const double resolution_ns = sc_core::sc_get_time_resolution().to_seconds() * 1e9;
   for (;;) {
+    write_completions();
     for (bool progress = true; progress;) {
       progress = false;
       const double now = now_ns();

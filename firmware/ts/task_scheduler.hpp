@@ -35,7 +35,7 @@ struct TaskRecord {
   std::uint32_t block_dim = 0;
   double fetched_ns = 0;  // the scheduler took it from the ring (its stream was free)
   double start_ns = 0;    // first block dispatched / copy started
-  double end_ns = 0;      // completion written
+  double end_ns = 0;      // finished: its completion is written then, or once the completion ring has room
   std::uint32_t waves = 0;
   std::vector<kernel::CoreRun> runs;  // per block and core, kernels only
 };
@@ -50,6 +50,10 @@ class TaskScheduler {
   void add_stream(std::uint64_t sq_base, int priority = 0);
   // The driver's doorbell: new descriptors are in some ring.
   void doorbell() { wakeup_.notify(sc_core::SC_ZERO_TIME); }
+  // The host took completions from the completion ring: held-back ones can be written now.
+  void completions_taken() {
+    if (!cq_backlog_.empty()) wakeup_.notify(sc_core::SC_ZERO_TIME);
+  }
   // The firmware's main loop; runs forever on the control CPU (start it with ControlCpu::start).
   void run();
 
@@ -90,12 +94,16 @@ class TaskScheduler {
   bool dispatch();
   void complete_copy(std::size_t record);
   void finish(std::size_t record, std::uint16_t stream, double at_ns);
+  void write_completions();
   double now_ns() const { return sc_core::sc_time_stamp().to_seconds() * 1e9; }
 
   hw::chip::Chip& chip_;
   const std::vector<KernelEntry>& kernels_;
   std::uint64_t cq_base_;
   TaskRing cq_;
+  // Completions the ring had no room for, oldest first: written as the host drains it (back-pressure: a host that
+  // does not drain the ring delays its completion notices, never the device).
+  std::deque<TaskDescriptor> cq_backlog_;
   std::vector<Stream> streams_;
   std::deque<KernelTask> kernel_tasks_;  // in dispatch order
   std::vector<Pending> pending_;         // completions due at a time (copies, finished kernels)

@@ -47,11 +47,13 @@ void Device::destroy_stream(Stream s) {
 Event Device::create_event() { return Event{next_event_++}; }
 
 void Device::drain_completions() {
-  while (!cq_->empty()) {
+  bool took = false;
+  for (; !cq_->empty(); took = true) {
     const fw::ts::TaskDescriptor c = cq_->pop();
     if (c.task_id < task_done_.size()) task_done_[c.task_id] = 1;
     ++completed_;
   }
+  if (took) ts_->completions_taken();
   if (progress_) progress_(completed_, next_task_, now_ns());
 }
 

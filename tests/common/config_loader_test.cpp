@@ -90,6 +90,17 @@ TEST(ConfigLoader, BadUnitNamesFileLineAndKey) {
   EXPECT_CONTAINS(e, "unknown unit 'GB'");
 }
 
+// Issue 23: 3000GHz rounded its period to 0 (a division by zero), 1e-300GHz never finished.
+TEST(ConfigLoader, ClocksOutsideTheModelledRangeAreRefused) {
+  for (const char* v : {"clock.core=3000GHz", "clock.core=1e-300GHz", "clock.core=1e-6Hz", "clock.control_cpu=0.5MHz", "clock.core=0Hz"}) {
+    const std::string e = error_of([&] { load_config_text(kMinimal, "mini.yaml", {v}); });
+    EXPECT_CONTAINS(e, std::string(v).substr(0, std::string(v).find('=')));
+    EXPECT_CONTAINS(e, "is outside [1MHz, 50GHz]");
+  }
+  EXPECT_DOUBLE_EQ(load_config_text(kMinimal, "mini.yaml", {"clock.core=50GHz"}).chip.clock.core_hz, 50e9);
+  EXPECT_DOUBLE_EQ(load_config_text(kMinimal, "mini.yaml", {"clock.core=1MHz"}).chip.clock.core_hz, 1e6);
+}
+
 TEST(ConfigLoader, MissingUnitIsAnError) {
   std::string yaml = kMinimal;
   yaml.replace(yaml.find("1GHz"), 4, "1.0");

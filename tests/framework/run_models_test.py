@@ -309,6 +309,51 @@ with tempfile.TemporaryDirectory() as d:
     check(rc == 1 and "node name: proj" in err and "Incompatible dimensions" in err, f"shape mismatch: {rc} {err}")
     rc, _, err = run([os.path.join(d, "mlp.onnx"), "--dim", "seq=4"])
     check(rc == 1 and "no input has a dim named 'seq'" in err, f"unknown dim: {rc} {err}")
+    # More tasks than the completion ring's 256 slots (issue 23): a 300-input Concat and a 1,000-node chain run
+    # unfused, functional, and give NumPy's values.
+    parts = [rng.uniform(-1, 1, (2, 3)).astype(np.float32) for _ in range(300)]
+    g = helper.make_graph([helper.make_node("Concat", [f"p{i}" for i in range(300)], ["y"], name="cat", axis=1)], "g",
+                          [helper.make_tensor_value_info(f"p{i}", TensorProto.FLOAT, [2, 3]) for i in range(300)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 900])])
+    many = os.path.join(d, "concat300.onnx")
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), many)
+    many_in, many_out = os.path.join(d, "concat300_in"), os.path.join(d, "concat300_out")
+    os.makedirs(many_in)
+    for i, a in enumerate(parts):
+        np.save(os.path.join(many_in, f"p{i}.npy"), a)
+    rc, out, err = run([many, "--functional", "--inputs", many_in, "--outputs", many_out, "--json"])
+    check(rc == 0, f"300-input concat: {rc} {err}")
+    if rc == 0:
+        check(len(json.loads(out)["tasks"]) > 256, "300-input concat: not more than 256 tasks")
+        check(np.array_equal(np.load(os.path.join(many_out, "y.npy")), np.concatenate(parts, axis=1)), "300-input concat: wrong values")
+        print(f"concat of 300 inputs: {len(json.loads(out)['tasks'])} tasks")
+    def chain_model(n, path):
+        """Abs, Neg, Abs, ... over n nodes: -|x| for an even n."""
+        nodes, prev = [], "x"
+        for i in range(n):
+            nodes.append(helper.make_node("Neg" if i % 2 else "Abs", [prev], [f"c{i}"], name=f"c{i}"))
+            prev = f"c{i}"
+        nodes[-1].output[0] = "y"
+        g = helper.make_graph(nodes, "chain", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [64])],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, [64])])
+        save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+        return path
+
+    chain = chain_model(1000, os.path.join(d, "chain.onnx"))
+    chain_in, chain_out = os.path.join(d, "chain_in"), os.path.join(d, "chain_out")
+    os.makedirs(chain_in)
+    x = rng.uniform(-1, 1, (64,)).astype(np.float32)
+    np.save(os.path.join(chain_in, "x.npy"), x)
+    rc, out, err = run([chain, "--no-fusion", "--functional", "--inputs", chain_in, "--outputs", chain_out, "--json"])
+    check(rc == 0, f"1,000-node chain: {rc} {err}")
+    if rc == 0:
+        kernels = [t for t in json.loads(out)["tasks"] if t["type"] == "kernel"]
+        check(len(kernels) == 1000, f"1,000-node chain: {len(kernels)} kernels")
+        check(np.array_equal(np.load(os.path.join(chain_out, "y.npy")), -np.abs(x)), "1,000-node chain: wrong values")
+        print(f"chain of 1,000 nodes unfused: {len(kernels)} kernels")
+    # Issue 23's bar: a run of 10,000 tasks completes (timing-only).
+    rc, out, err = run([chain_model(10000, os.path.join(d, "chain10k.onnx")), "--no-fusion", "--json"])
+    check(rc == 0 and sum(t["type"] == "kernel" for t in json.loads(out)["tasks"]) == 10000, f"10,000-node chain: {rc} {err}")
     # A node missing an input (ONNX 1.12's inference lets it through; import checks every node's arity).
     g = helper.make_graph([helper.make_node("Add", ["x"], ["y"], name="lonely_add")], "g",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],

@@ -210,6 +210,49 @@ TEST(Runtime, WithoutHostOverheadTinyLaunchesCostTheDevicePath) {
   EXPECT_NEAR(dev.tasks().back().end_ns, 100 * device_path, 0.05 * 100 * device_path);
 }
 
+// Issue 23: more tasks than the completion ring has slots (256), with a host that does not wait until the end.
+// The firmware holds completions back until the host drains the ring; the device is never delayed by it, so the
+// host-bound formula of HundredTinyLaunchesCostAHundredLaunchPaths holds for 10,000 launches.
+TEST(Runtime, TenThousandTasksOnOneStreamPastTheCompletionRing) {
+  const auto cfg = tiny();
+  Device dev(cfg, hw::core::Mode::kTimingOnly);
+  dev.run([&](Device& d) {
+    Stream s = d.create_stream();
+    for (int i = 0; i < 10000; ++i) d.launch("tiny", KernelType::kVector, 1, [] {}, s);
+    d.synchronize();
+  });
+  ASSERT_EQ(dev.tasks().size(), 10000u);
+  const double device_path = cfg.launch.dispatch + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion;
+  EXPECT_NEAR(dev.tasks().back().end_ns, 10000 * cfg.host.launch_overhead + device_path, 0.02 * 10000 * cfg.host.launch_overhead);
+}
+
+// Four streams and events between them, the submission rings never full (no host overhead, the device drains
+// them): 10,000 tasks complete, and each stream's chain of launches takes its device paths one after another.
+TEST(Runtime, TenThousandTasksOnFourStreamsWithEvents) {
+  const auto cfg = config::load_config("tiny", {"host.launch_overhead=0ns", "host.event_overhead=0ns"}).chip;
+  Device dev(cfg, hw::core::Mode::kTimingOnly);
+  dev.run([&](Device& d) {
+    std::vector<Stream> s;
+    for (int k = 0; k < 4; ++k) s.push_back(d.create_stream());
+    for (int i = 0; i < 2400; ++i)
+      for (int k = 0; k < 4; ++k) d.launch("tiny", KernelType::kVector, 1, [] {}, s[static_cast<std::size_t>(k)]);
+    for (int k = 1; k < 4; ++k) {  // streams 1..3 wait for stream 0's work
+      const Event e = d.create_event();
+      d.record(e, s[0]);
+      d.wait(e, s[static_cast<std::size_t>(k)]);
+    }
+    for (int i = 0; i < 100; ++i)
+      for (int k = 0; k < 4; ++k) d.launch("tail", KernelType::kVector, 1, [] {}, s[static_cast<std::size_t>(k)]);
+    d.synchronize();
+  });
+  ASSERT_EQ(dev.tasks().size(), 10000u + 6u);
+  const double device_path = cfg.launch.dispatch + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion;
+  double last = 0;
+  for (const auto& t : dev.tasks()) last = std::max(last, t.end_ns);
+  // tiny has 4 vector cores: the streams run side by side, 2,500 launches each.
+  EXPECT_NEAR(last, 2500 * device_path, 0.05 * 2500 * device_path);
+}
+
 TEST(Runtime, MixedKernelsTakeCubeVectorGroupsAndVectorKernelsAllVectorCores) {
   const auto cfg = tiny();  // 2 AIC + 4 AIV
   Device dev(cfg, hw::core::Mode::kTimingOnly);
