@@ -44,6 +44,8 @@ TEST(OpCli, BadCallsAreClearErrors) {
       {"op add", "parameter 'shape' is required"},
       {"op add -p shape=4x0", "'0' is not a positive dimension"},
       {"op add -p shape=4xz", "'z' is not a positive dimension"},
+      {"op relu -p shape=4294967296x4294967296", "shape '4294967296x4294967296': more than 2^53 elements"},
+      {"op relu -p shape=99999999999999999999", "is not a positive dimension"},
       {"op add -p shape=4x8 -p shape_b=4", "cannot broadcast b of shape 4 to 4x8"},
       {"op add -p shape=4 -p size=3", "op add has no parameter 'size'"},
       {"op add -p shape=4 --dtype int4", "--dtype 'int4' is not one of fp16, bf16, fp32"},
