@@ -82,7 +82,12 @@ class Lowering {
     ops::Shape s;
     for (const Dim& d : *v.shape) {
       if (!d.known()) throw InputError(where + ": value '" + v.name + "' has the unbound dim '" + d.str() + "' (use --dim " + d.str() + "=SIZE)");
-      s.push_back(static_cast<std::uint64_t>(d.value));
+      // Empty tensors have no kernels, and counts past 2^53 would wrap the byte sizes (both divided by zero).
+      if (d.value <= 0) throw InputError(where + ": value '" + v.name + "' has a dim of " + std::to_string(d.value) + " (empty tensors are not run)");
+      const auto size = static_cast<std::uint64_t>(d.value);
+      if (size > (std::uint64_t{1} << 53) / ops::elements(s))
+        throw InputError(where + ": value '" + v.name + "' " + graph::dims_string(*v.shape) + " has more than 2^53 elements");
+      s.push_back(size);
     }
     if (s.empty()) s = {1};
     return s;

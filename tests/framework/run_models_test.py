@@ -354,6 +354,16 @@ with tempfile.TemporaryDirectory() as d:
     # Issue 23's bar: a run of 10,000 tasks completes (timing-only).
     rc, out, err = run([chain_model(10000, os.path.join(d, "chain10k.onnx")), "--no-fusion", "--json"])
     check(rc == 0 and sum(t["type"] == "kernel" for t in json.loads(out)["tasks"]) == 10000, f"10,000-node chain: {rc} {err}")
+    # A 0 dim and dims whose product passes 2^64 (issue 23: both divided by zero, exit 136).
+    for dims, bind, want in (([0, 4], [], "value 'x' has a dim of 0 (empty tensors are not run)"),
+                             (["a", "b"], ["--dim", "a=4294967296", "--dim", "b=4294967296"], "has more than 2^53 elements")):
+        g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g",
+                              [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
+                              [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)])
+        path = os.path.join(d, "dims.onnx")
+        save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+        rc, _, err = run([path, *bind])
+        check(rc == 1 and want in err, f"dims {dims} {bind}: {rc} {err}")
     # A node missing an input (ONNX 1.12's inference lets it through; import checks every node's arity).
     g = helper.make_graph([helper.make_node("Add", ["x"], ["y"], name="lonely_add")], "g",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4])],
