@@ -16,17 +16,6 @@ namespace fs = std::filesystem;
 
 namespace {
 
-std::uint64_t element_bytes(int type) {
-  switch (type) {
-    case onnx::TensorProto::DOUBLE: case onnx::TensorProto::INT64: case onnx::TensorProto::UINT64: return 8;
-    case onnx::TensorProto::FLOAT: case onnx::TensorProto::INT32: case onnx::TensorProto::UINT32: return 4;
-    case onnx::TensorProto::FLOAT16: case onnx::TensorProto::BFLOAT16: case onnx::TensorProto::INT16:
-    case onnx::TensorProto::UINT16: return 2;
-    case onnx::TensorProto::INT8: case onnx::TensorProto::UINT8: case onnx::TensorProto::BOOL: return 1;
-    default: return 0;
-  }
-}
-
 std::uint64_t parse_size(const std::string& text, const std::string& where, const std::string& key) {
   std::size_t used = 0;
   unsigned long long v = 0;
@@ -56,9 +45,9 @@ class Loader {
     }
     if (location.empty()) throw InputError(where + ": external data without a location");
     if (dir_.empty()) throw InputError(where + ": keeps its data in '" + location + "', but the model was not read from a file");
-    const std::uint64_t es = element_bytes(t.data_type());
-    if (es == 0) throw InputError(where + ": unsupported element type (" + std::to_string(t.data_type()) + ") for external data");
-    std::uint64_t bytes = es;
+    const graph::ElemType type = elem_type(t.data_type());
+    if (type == graph::ElemType::kUndefined) throw InputError(where + ": unsupported element type (" + std::to_string(t.data_type()) + ") for external data");
+    std::uint64_t bytes = graph::elem_bytes(type);
     for (auto d : t.dims()) {
       if (d < 0) throw InputError(where + ": negative dim " + std::to_string(d));
       if (d != 0 && bytes > UINT64_MAX / static_cast<std::uint64_t>(d)) throw InputError(where + ": its dims overflow a size");

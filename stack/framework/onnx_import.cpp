@@ -27,8 +27,6 @@ using graph::ElemType;
 using graph::Graph;
 using graph::Tensor;
 
-namespace {
-
 ElemType elem_type(int onnx_type) {
   switch (onnx_type) {
     case onnx::TensorProto::FLOAT: return ElemType::kFloat32;
@@ -44,6 +42,8 @@ ElemType elem_type(int onnx_type) {
     default: return ElemType::kUndefined;
   }
 }
+
+namespace {
 
 // Typed fields of a TensorProto -> little-endian bytes of the element type.
 Tensor tensor_of(const onnx::TensorProto& t, const std::string& what) {

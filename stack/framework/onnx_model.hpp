@@ -7,7 +7,12 @@
 #include <cstdint>
 #include <string>
 
+#include "stack/graph/graph.hpp"
+
 namespace npusim::stack::framework {
+
+// ONNX's TensorProto element type -> the IR's (kUndefined for one npusim does not take).
+graph::ElemType elem_type(int onnx_type);
 
 // The opset the graph engine reads: its passes and lowering match opset-17 forms (axes as attributes, Split sizes
 // as an input), and Debian 12's ONNX 1.12 infers shapes up to it.

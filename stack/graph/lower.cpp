@@ -82,10 +82,10 @@ class Lowering {
     ops::Shape s;
     for (const Dim& d : *v.shape) {
       if (!d.known()) throw InputError(where + ": value '" + v.name + "' has the unbound dim '" + d.str() + "' (use --dim " + d.str() + "=SIZE)");
-      // Empty tensors have no kernels, and counts past 2^53 would wrap the byte sizes (both divided by zero).
+      // Empty tensors have no kernels, and counts past ops::kMaxElements would wrap (both divided by zero).
       if (d.value <= 0) throw InputError(where + ": value '" + v.name + "' has a dim of " + std::to_string(d.value) + " (empty tensors are not run)");
       const auto size = static_cast<std::uint64_t>(d.value);
-      if (size > (std::uint64_t{1} << 53) / ops::elements(s))
+      if (size > ops::kMaxElements / ops::elements(s))
         throw InputError(where + ": value '" + v.name + "' " + graph::dims_string(*v.shape) + " has more than 2^53 elements");
       s.push_back(size);
     }

@@ -40,9 +40,6 @@ Shape parse_shape(const std::string& text) {
     if (pos == 0 || pos != part.size() || v == 0) {
       throw InputError("shape '" + text + "': '" + part + "' is not a positive dimension (write e.g. 4x1024)");
     }
-    // Element counts stay below 2^53, so counts, byte sizes (up to 8 B an element) and doubles of them never wrap
-    // (4294967296x4294967296 wrapped to 0 elements and divided by zero, issue 23).
-    constexpr std::uint64_t kMaxElements = std::uint64_t{1} << 53;
     if (v > kMaxElements / elements(s))
       throw InputError("shape '" + text + "': more than 2^53 elements (" + std::to_string(kMaxElements) + ")");
     s.push_back(v);

@@ -20,6 +20,9 @@ std::string shape_string(const Shape& s);
 // "4x32x64" -> {4, 32, 64}; throws InputError naming the text.
 Shape parse_shape(const std::string& text);
 std::uint64_t elements(const Shape& s);
+// The most elements a tensor may have: below 2^53, element counts, byte sizes (up to 8 B an element) and doubles of
+// them never wrap (a count that wrapped to 0 divided by zero, issue 23). parse_shape and the graph lowering check it.
+inline constexpr std::uint64_t kMaxElements = std::uint64_t{1} << 53;
 // "fp16", "bf16", "fp32" -> DType; throws InputError.
 hw::isa::DType parse_dtype(const std::string& text);
 
