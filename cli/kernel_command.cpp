@@ -90,9 +90,10 @@ int run_kernel_command(const KernelOptions& opts) {
   if (opts.name == "pipeline_demo") return run_pipeline_demo(opts, parse_params(opts.params));
   const samples::Sample* sample = samples::find_sample(opts.name);
   if (!sample) {
-    std::string names;
-    for (const auto& s : samples::all_samples()) names += (names.empty() ? "" : ", ") + s.name;
-    throw InputError("no sample kernel named '" + opts.name + "' (there are: " + names + ")");
+    std::string names = "pipeline_demo";
+    for (const auto& s : samples::all_samples()) names += ", " + s.name;
+    throw InputError("no sample kernel named '" + opts.name + "' (there are: " + names +
+                     "; your own kernel is a .cpp or .so path)");
   }
   const std::map<std::string, std::string> values = parse_params(opts.params);
   const config::LoadedConfig loaded = config::load_config(opts.config, opts.sets);

@@ -1,6 +1,8 @@
-// `npusim kernel NAME`: run a built-in sample kernel on a chip config.
+// `npusim kernel NAME`: run a built-in sample kernel on a chip config; `npusim kernel FILE.cpp|LIB.so --entry E`:
+// compile (or load) a user's kernel written against the kernel SDK and run it (cli/user_kernel_command.cpp).
 #pragma once
 
+#include <cstdint>
 #include <string>
 #include <vector>
 
@@ -16,7 +18,22 @@ struct KernelOptions {
   bool functional = false;  // functional mode without the comparison
   std::string trace;
   std::string summary;
+  std::vector<std::string> check_refs;  // --check REF.npy | NAME=REF.npy (user kernels)
+  // User kernels (a source file or a kernel library):
+  std::string entry;
+  std::uint32_t block_dim = 1;
+  std::string type = "vector";
+  std::vector<std::string> args;  // NAME=SPEC, in the kernel's parameter order
+  std::string tiling;             // k=v,... or FILE.json
+  std::string tiling_schema;      // FILE.json
+  std::string outputs;            // directory for the out: arguments' .npy files
+  std::vector<std::string> cxxflags;
+  double atol = -1, rtol = -1;    // < 0: per-dtype defaults
 };
+
+// Whether the positional NAME of `npusim kernel` names a user's kernel (a source file or a library).
+bool is_kernel_file(const std::string& name);
+int run_user_kernel_command(const KernelOptions& opts);
 
 // Returns the process exit status: 0, or 3 when --check found a mismatch. Throws InputError for bad input.
 int run_kernel_command(const KernelOptions& opts);

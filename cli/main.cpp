@@ -2,6 +2,7 @@
 #include <CLI/CLI.hpp>
 #include <systemc>
 
+#include <algorithm>
 #include <cstdlib>
 #include <iostream>
 #include <string>
@@ -58,13 +59,44 @@ int sc_main(int argc, char** argv) {
   npusim::cli::KernelOptions kopts;
   ConfigOptions kernel_cfg;
   CLI::App* kernel = app.add_subcommand("kernel", "run a built-in sample kernel on the simulated chip");
-  kernel->add_option("name", kopts.name, "sample kernel")->required();
+  kernel->add_option("name", kopts.name, "a sample kernel's name, or your kernel: an Ascend C source (.cpp) or a "
+                                          "kernel library (.so) built with the SDK")->required();
   add_config_options(*kernel, kernel_cfg);
-  kernel->add_option("-p,--param", kopts.params, "kernel parameter (repeatable)")->type_name("KEY=VALUE");
+  kernel->add_option("-p,--param", kopts.params, "sample kernel parameter (repeatable)")->type_name("KEY=VALUE");
   add_output_options(*kernel, kopts.json, kopts.trace, kopts.summary);
-  kernel->add_flag("--check", kopts.check, "run in functional mode and compare with the CPU reference (exit 3 on mismatch)");
+  kernel->add_option("--check", kopts.check_refs,
+                     "functional mode, compared with the CPU reference (samples) or with REF.npy for your kernel's "
+                     "output (NAME=REF.npy with several); exit 3 on mismatch")
+      ->expected(0, 1)
+      ->type_name("[NAME=]REF.npy");
   kernel->add_flag("--functional", kopts.functional, "compute real values (default: timing-only, same cycles)");
-  kernel->footer("Sample kernels:\n" + npusim::cli::describe_kernels());
+  kernel->add_option("--entry", kopts.entry, "your kernel: the __global__ function to launch (default: the only one)")
+      ->type_name("NAME");
+  kernel->add_option("--block-dim", kopts.block_dim, "your kernel: blocks to launch")
+      ->check(CLI::Range(1, 65535))
+      ->type_name("N")
+      ->capture_default_str();
+  kernel->add_option("--type", kopts.type, "your kernel: vector (AIV), cube (AIC) or mix (1 AIC + its AIVs per block)")
+      ->check(CLI::IsMember({"vector", "cube", "mix"}))
+      ->capture_default_str();
+  kernel->add_option("--arg", kopts.args,
+                     "your kernel's arguments in order: NAME=IN.npy, NAME=random:DTYPE:SHAPE, NAME=zeros:DTYPE:SHAPE, "
+                     "NAME=out:DTYPE:SHAPE, NAME=tiling, or NAME=NUMBER for a scalar parameter (repeatable)")
+      ->type_name("NAME=SPEC");
+  kernel->add_option("--tiling", kopts.tiling, "your kernel: the tiling struct's values, k=v,... or a JSON file")
+      ->type_name("K=V,...|FILE.json");
+  kernel->add_option("--tiling-schema", kopts.tiling_schema, "your kernel: the tiling struct's fields (JSON, docs/kernel-sdk.md)")
+      ->type_name("FILE.json");
+  kernel->add_option("--outputs", kopts.outputs, "your kernel: write each out: argument to DIR/NAME.npy (functional)")
+      ->type_name("DIR");
+  kernel->add_option("--cxxflags", kopts.cxxflags, "your kernel source: an extra compiler flag (repeatable)")
+      ->type_name("FLAG")
+      ->allow_extra_args(false);
+  kernel->add_option("--atol", kopts.atol, "--check: absolute tolerance (default per dtype)");
+  kernel->add_option("--rtol", kopts.rtol, "--check: relative tolerance (default per dtype)");
+  kernel->footer("Sample kernels:\n" + npusim::cli::describe_kernels() +
+                 "\nYour kernel: npusim kernel add_custom.cpp --block-dim 8 --arg x=random:fp16:8x2048 "
+                 "--arg y=random:fp16:8x2048 --arg z=out:fp16:8x2048 --check z=ref.npy (docs/kernel-sdk.md)");
 
   npusim::cli::MemtraceOptions mopts;
   ConfigOptions memtrace_cfg;
@@ -135,6 +167,18 @@ int sc_main(int argc, char** argv) {
     if (*kernel) {
       kopts.config = kernel_cfg.config;
       kopts.sets = kernel_cfg.sets;
+      // A bare --check leaves an empty value.
+      kopts.check = kernel->count("--check") > 0;
+      kopts.check_refs.erase(std::remove(kopts.check_refs.begin(), kopts.check_refs.end(), std::string()),
+                             kopts.check_refs.end());
+      if (npusim::cli::is_kernel_file(kopts.name)) {
+        if (kopts.check && kopts.check_refs.empty()) throw npusim::InputError("--check needs REF.npy (or NAME=REF.npy) for your kernel's output");
+        return npusim::cli::run_user_kernel_command(kopts);
+      }
+      if (!kopts.check_refs.empty()) throw npusim::InputError("--check takes no file for a sample kernel (it has its CPU reference)");
+      for (const char* o : {"--entry", "--block-dim", "--type", "--arg", "--tiling", "--tiling-schema", "--outputs", "--cxxflags", "--atol", "--rtol"}) {
+        if (kernel->count(o)) throw npusim::InputError(std::string(o) + " applies to your own kernel (a .cpp or .so file), not to the sample " + kopts.name);
+      }
       return npusim::cli::run_kernel_command(kopts);
     }
     if (*info) {

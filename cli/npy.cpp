@@ -35,7 +35,9 @@ NpyArray read_npy(const std::string& path) {
   if (descr.find("'<f4'") != std::string::npos) a.dtype = DType::kFp32;
   else if (descr.find("'<f2'") != std::string::npos) a.dtype = DType::kFp16;
   else if (descr.find("'<u2'") != std::string::npos) a.dtype = DType::kBf16;
-  else throw InputError(path + ": element type " + descr.substr(0, descr.find(',')) + " is not float32, float16 or uint16 (bfloat16 bits)");
+  else if (descr.find("'<i4'") != std::string::npos) a.dtype = DType::kInt32;
+  else if (descr.find("'|i1'") != std::string::npos) a.dtype = DType::kInt8;
+  else throw InputError(path + ": element type " + descr.substr(0, descr.find(',')) + " is not float32, float16, uint16 (bfloat16 bits), int32 or int8");
   if (field("fortran_order").find("True") < field("fortran_order").find(',')) throw InputError(path + ": Fortran order is not supported");
   const std::string shape = field("shape");
   const auto open = shape.find('('), close = shape.find(')');
@@ -57,7 +59,11 @@ void write_npy(const std::string& path, const NpyArray& a) {
   std::string shape = "(";
   for (std::size_t i = 0; i < a.shape.size(); ++i) shape += std::to_string(a.shape[i]) + (a.shape.size() == 1 || i + 1 < a.shape.size() ? "," : "");
   shape += ")";
-  const char* descr = a.dtype == DType::kFp32 ? "<f4" : a.dtype == DType::kFp16 ? "<f2" : "<u2";
+  const char* descr = a.dtype == DType::kFp32    ? "<f4"
+                      : a.dtype == DType::kFp16  ? "<f2"
+                      : a.dtype == DType::kInt32 ? "<i4"
+                      : a.dtype == DType::kInt8  ? "|i1"
+                                                 : "<u2";
   std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   while ((10 + header.size() + 1) % 64) header += ' ';
   header += '\n';

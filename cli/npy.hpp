@@ -10,13 +10,13 @@
 namespace npusim::cli {
 
 struct NpyArray {
-  hw::isa::DType dtype = hw::isa::DType::kFp32;  // '<f4', '<f2'; bfloat16 is written as '<u2' bits
+  hw::isa::DType dtype = hw::isa::DType::kFp32;  // '<f4', '<f2', '<i4', '|i1'; bfloat16 is written as '<u2' bits
   std::vector<std::uint64_t> shape;
   std::vector<std::uint8_t> bytes;
 };
 
-// Throws InputError naming the file for a file that is not a C-order .npy of float32, float16 (or uint16 bits
-// read as bfloat16).
+// Throws InputError naming the file for a file that is not a C-order .npy of float32, float16, int32, int8 (or
+// uint16 bits read as bfloat16).
 NpyArray read_npy(const std::string& path);
 void write_npy(const std::string& path, const NpyArray& a);
 

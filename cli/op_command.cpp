@@ -34,18 +34,6 @@ std::string describe_ops() {
   return out;
 }
 
-namespace {
-
-// Tolerances per output dtype: |out - ref| <= atol + rtol |ref|; one rounding to the dtype is 2^-11 (fp16),
-// 2^-8 (bf16) relative.
-std::pair<double, double> tolerance(DType t) {
-  if (t == DType::kFp16) return {1e-3, 2e-3};
-  if (t == DType::kBf16) return {8e-3, 1.6e-2};
-  return {1e-6, 1e-5};
-}
-
-}  // namespace
-
 int run_op_command(const OpOptions& opts) {
   const ops::OpDef* op = ops::find_op(opts.name);
   if (!op) {
@@ -128,7 +116,7 @@ int run_op_command(const OpOptions& opts) {
     bool passed = true;
     const double extra = op->extra_atol ? op->extra_atol(inputs, params) : 0.0;
     for (std::size_t o = 0; o < plan.outputs.size(); ++o) {
-      auto [atol, rtol] = tolerance(plan.outputs[o].dtype);
+      auto [atol, rtol] = default_tolerance(plan.outputs[o].dtype);
       atol += extra;
       for (std::uint64_t i = 0; i < ref[o].size(); ++i) {
         const double got = element(out_bytes[o], plan.outputs[o].dtype, i), want = ref[o][i];

@@ -21,6 +21,13 @@ void random_tensor(const ops::TensorDesc& t, std::pair<float, float> range, std:
   }
 }
 
+std::pair<double, double> default_tolerance(DType t) {
+  if (t == DType::kFp16) return {1e-3, 2e-3};
+  if (t == DType::kBf16) return {8e-3, 1.6e-2};
+  if (t == DType::kInt32 || t == DType::kInt8) return {0, 0};
+  return {1e-6, 1e-5};
+}
+
 float element(const std::vector<std::uint8_t>& bytes, DType t, std::uint64_t i) {
   return hw::isa::load_float(&bytes[i * hw::isa::dtype_bytes(t)], t);
 }

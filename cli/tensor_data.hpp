@@ -13,6 +13,9 @@ namespace npusim::cli {
 // Random values in `range`, rounded to the tensor's dtype: the device bytes and the fp32 values a reference uses.
 void random_tensor(const stack::ops::TensorDesc& t, std::pair<float, float> range, std::mt19937_64& rng,
                    std::vector<std::uint8_t>& bytes, stack::ops::HostTensor& values);
+// Tolerances of a --check per output dtype: |out - ref| <= atol + rtol |ref|. One rounding to the dtype is 2^-11
+// (fp16), 2^-8 (bf16) relative; integers compare exactly.
+std::pair<double, double> default_tolerance(hw::isa::DType t);
 // Element i of fp16/bf16/fp32 bytes as a float.
 float element(const std::vector<std::uint8_t>& bytes, hw::isa::DType t, std::uint64_t i);
 

@@ -7,6 +7,7 @@
 
 #include "hw/core/ai_core.hpp"
 #include "hw/core/core_engine.hpp"
+#include "hw/mem/device_memory.hpp"
 
 namespace npusim::fw::kernel {
 
@@ -16,6 +17,9 @@ struct KernelContext {
   std::uint32_t block_num = 1;
   std::uint32_t sub_block_idx = 0;  // AIV index inside its 1:n group; 0 elsewhere
   std::uint32_t sub_block_num = 1;
+  // The device memory whose host view SDK kernels receive their GM_ADDR arguments in (null for built-in kernels,
+  // which get device addresses).
+  const hw::mem::DeviceMemory* gm_view = nullptr;
   // TPipe state: next free byte per space and next free event id per (src, dst) pipe pair.
   std::array<std::uint64_t, hw::isa::kSpaceCount> next_free{};
   std::array<std::uint32_t, hw::isa::kPipeCount * hw::isa::kPipeCount> next_event{};

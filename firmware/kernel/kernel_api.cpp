@@ -1,5 +1,7 @@
 #include "firmware/kernel/kernel_api.hpp"
 
+#include "firmware/kernel/context.hpp"
+
 #include <algorithm>
 #include <string>
 
@@ -55,6 +57,25 @@ Space position_space(TPosition p) {
 namespace detail {
 
 void issue(Instr in) { ctx().engine->issue(std::move(in)); }
+
+void scalar_read(Space s, std::uint64_t addr, void* out, std::uint64_t bytes, SourceLoc where) {
+  ctx().engine->scalar_read(s, addr, out, bytes, where);
+}
+
+void scalar_write(Space s, std::uint64_t addr, const void* in, std::uint64_t bytes, SourceLoc where) {
+  ctx().engine->scalar_write(s, addr, in, bytes, where);
+}
+
+std::uint64_t gm_address(const void* p, std::uint64_t bytes, const char* api, SourceLoc where) {
+  const KernelContext& c = ctx();
+  std::uint64_t addr = 0;
+  if (!c.gm_view) bad_param(api, "a pointer form needs a kernel launched through the SDK (GM_ADDR arguments)", where);
+  if (!c.gm_view->device_address(p, bytes, addr)) {
+    bad_param(api, "the pointer (with " + std::to_string(bytes) + " B after it) is not in device memory: pass a GM_ADDR "
+              "argument of the kernel, or an offset from one", where);
+  }
+  return addr;
+}
 
 void bad_param(const std::string& api, const std::string& what, SourceLoc where) {
   const KernelContext& c = ctx();
@@ -253,6 +274,26 @@ std::uint32_t TPipe::AllocEventID(pipe_t src, pipe_t dst, SourceLoc where) {
                       where);
   }
   return next++;
+}
+
+std::uint32_t TPipe::FetchEventID(HardEvent e, SourceLoc where) {
+  const KernelContext& c = ctx();
+  const EventPipes p = event_pipes(e);
+  const std::uint32_t next = c.next_event[static_cast<int>(p.src) * hw::isa::kPipeCount + static_cast<int>(p.dst)];
+  if (next >= c.engine->config().flags.event_ids) {
+    detail::bad_param("TPipe::FetchEventID", "all " + std::to_string(c.engine->config().flags.event_ids) +
+                                                 " event ids of the pipe pair are in use (flags.event_ids)", where);
+  }
+  return next;
+}
+
+void TPipe::release_event(pipe_t src, pipe_t dst, std::uint32_t id, SourceLoc where) {
+  std::uint32_t& next = ctx().next_event[static_cast<int>(src) * hw::isa::kPipeCount + static_cast<int>(dst)];
+  if (next == 0 || id != next - 1) {
+    detail::bad_param("TPipe::ReleaseEventID", "event id " + std::to_string(id) +
+                                                   " is not the most recently allocated one of its pipe pair", where);
+  }
+  --next;
 }
 
 void TPipe::InitBuffer(TQueBase& que, std::uint32_t num, std::uint64_t bytes, SourceLoc where) {

@@ -7,6 +7,7 @@
 //   has been used before. Each buffer of a queue has its own pair of event ids.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -14,7 +15,6 @@
 #include <type_traits>
 #include <vector>
 
-#include "firmware/kernel/context.hpp"
 #include "hw/isa/dtype.hpp"
 #include "hw/isa/instr.hpp"
 
@@ -25,15 +25,28 @@ using bfloat16_t = hw::isa::BFloat16;
 using GM_ADDR = std::uint64_t;  // a device-memory address
 using hw::isa::SourceLoc;
 
+// This header and what it includes are what the kernel SDK installs (firmware/kernel/sdk/kernel_operator.h builds
+// Ascend C's namespace on it), so it stays free of SystemC and of the core model: everything that touches the core
+// is out of line in kernel_api.cpp.
+
 // The call site of an API function, captured through a defaulted argument.
 inline SourceLoc here(const char* file = __builtin_FILE(), std::uint32_t line = __builtin_LINE()) {
   return SourceLoc{file, line};
 }
 
+namespace detail {
+// An element type may name its dtype (the SDK's bfloat16_t does).
+template <class T, class = void>
+struct has_dtype_tag : std::false_type {};
+template <class T>
+struct has_dtype_tag<T, std::void_t<decltype(T::npusim_dtype)>> : std::true_type {};
+}  // namespace detail
+
 template <class T>
 constexpr hw::isa::DType dtype_of() {
   using hw::isa::DType;
-  if constexpr (std::is_same_v<T, half>) return DType::kFp16;
+  if constexpr (detail::has_dtype_tag<T>::value) return T::npusim_dtype;
+  else if constexpr (std::is_same_v<T, half> || std::is_same_v<T, _Float16>) return DType::kFp16;
   else if constexpr (std::is_same_v<T, bfloat16_t>) return DType::kBf16;
   else if constexpr (std::is_same_v<T, float>) return DType::kFp32;
   else if constexpr (std::is_same_v<T, std::int32_t>) return DType::kInt32;
@@ -59,6 +72,15 @@ EventPipes event_pipes(HardEvent e);
 enum class TPosition : std::uint8_t { GM, VECIN, VECOUT, VECCALC, A1, B1, A2, B2, CO1, CO2, C2 };
 hw::isa::Space position_space(TPosition p);
 
+namespace detail {
+// Scalar-unit accesses of a buffer (local or GM), timed and checked by the core.
+void scalar_read(hw::isa::Space s, std::uint64_t addr, void* out, std::uint64_t bytes, SourceLoc where);
+void scalar_write(hw::isa::Space s, std::uint64_t addr, const void* in, std::uint64_t bytes, SourceLoc where);
+// The device address of a host pointer into the device-memory view that SDK kernels receive as GM_ADDR; a kernel
+// error naming `api` when `p` (and `bytes` after it) is not in device memory.
+std::uint64_t gm_address(const void* p, std::uint64_t bytes, const char* api, SourceLoc where);
+}  // namespace detail
+
 // --- Tensors ------------------------------------------------------------------------------------------------------
 template <class T>
 class GlobalTensor {
@@ -66,6 +88,22 @@ class GlobalTensor {
   void SetGlobalBuffer(GM_ADDR addr, std::uint64_t size = 0) {
     addr_ = addr;
     size_ = size;
+  }
+  // Ascend C's form: a (__gm__) pointer as an SDK kernel receives it, and the size in elements.
+  // (A template, so that a literal 0 still means device address 0.)
+  template <class U, class = std::enable_if_t<std::is_same_v<U, T>>>
+  void SetGlobalBuffer(U* buffer, std::uint64_t size = 0, SourceLoc where = here()) {
+    addr_ = detail::gm_address(buffer, size * sizeof(T), "SetGlobalBuffer", where);
+    size_ = size;
+  }
+  // Scalar access to GM from the scalar unit (timed as a scalar instruction; no data cache is modelled).
+  T GetValue(std::uint64_t i, SourceLoc where = here()) const {
+    T v{};
+    detail::scalar_read(hw::isa::Space::kGm, addr_ + i * sizeof(T), &v, sizeof(T), where);
+    return v;
+  }
+  void SetValue(std::uint64_t i, T v, SourceLoc where = here()) const {
+    detail::scalar_write(hw::isa::Space::kGm, addr_ + i * sizeof(T), &v, sizeof(T), where);
   }
   GlobalTensor operator[](std::uint64_t offset) const {
     GlobalTensor t;
@@ -96,11 +134,11 @@ class LocalTensor {
   // Scalar access from the scalar unit (the kernel must have synchronised, e.g. with a V -> S flag).
   T GetValue(std::uint64_t i, SourceLoc where = here()) const {
     T v{};
-    ctx().engine->scalar_read(space_, addr_ + i * sizeof(T), &v, sizeof(T), where);
+    detail::scalar_read(space_, addr_ + i * sizeof(T), &v, sizeof(T), where);
     return v;
   }
   void SetValue(std::uint64_t i, T v, SourceLoc where = here()) const {
-    ctx().engine->scalar_write(space_, addr_ + i * sizeof(T), &v, sizeof(T), where);
+    detail::scalar_write(space_, addr_ + i * sizeof(T), &v, sizeof(T), where);
   }
   hw::isa::Space space() const { return space_; }
   std::uint64_t address() const { return addr_; }
@@ -167,6 +205,11 @@ class TBuf {
   LocalTensor<T> Get() const {
     return LocalTensor<T>(position_space(pos), addr_, bytes_ / sizeof(T));
   }
+  // The first `len` elements (at most the buffer).
+  template <class T>
+  LocalTensor<T> Get(std::uint32_t len) const {
+    return LocalTensor<T>(position_space(pos), addr_, std::min<std::uint64_t>(len, bytes_ / sizeof(T)));
+  }
 
  private:
   friend class TPipe;
@@ -184,9 +227,25 @@ class TPipe {
   }
   // Event ids for a flag of the given pipes, allocated as the library's TPipe does.
   std::uint32_t AllocEventID(pipe_t src, pipe_t dst, SourceLoc where = here());
+  // Ascend C's forms: Alloc takes the next free id of the event's pipe pair; Fetch names it without taking it
+  // (for a set/wait pair used at once); Release gives back the most recently allocated id.
+  template <HardEvent e>
+  std::uint32_t AllocEventID(SourceLoc where = here()) {
+    return AllocEventID(event_pipes(e).src, event_pipes(e).dst, where);
+  }
+  std::uint32_t FetchEventID(HardEvent e, SourceLoc where = here());
+  template <HardEvent e>
+  std::uint32_t FetchEventID(SourceLoc where = here()) {
+    return FetchEventID(e, where);
+  }
+  template <HardEvent e>
+  void ReleaseEventID(std::uint32_t id, SourceLoc where = here()) {
+    release_event(event_pipes(e).src, event_pipes(e).dst, id, where);
+  }
 
  private:
   std::uint64_t allocate(hw::isa::Space s, std::uint64_t bytes, SourceLoc where);
+  void release_event(pipe_t src, pipe_t dst, std::uint32_t id, SourceLoc where);
 };
 
 // --- Block and core queries ---------------------------------------------------------------------------------------

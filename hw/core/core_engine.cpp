@@ -150,6 +150,7 @@ void CoreEngine::validate(const isa::Instr& in) const {
       fail(in, pipe, std::string(a.operand) + " is in " + std::string(isa::space_name(a.space)) + ", which an " +
                          kind_name(id_.kind) + " of this chip does not have");
     }
+    if (a.space == Space::kGm && a.bytes) check_gm_bounds(in, pipe, std::string(a.operand), a.addr, a.bytes);
     if (a.addr > size || a.bytes > size - a.addr) {
       fail(in, pipe, std::string(a.operand) + " [" + std::to_string(a.addr) + ", " + std::to_string(a.addr + a.bytes) +
                          ") is out of range of " + std::string(isa::space_name(a.space)) + " (" +
@@ -161,6 +162,21 @@ void CoreEngine::validate(const isa::Instr& in) const {
                          "-byte aligned");
     }
   }
+}
+
+void CoreEngine::check_gm_bounds(const isa::Instr& in, Pipe pipe, const std::string& what, std::uint64_t addr,
+                                 std::uint64_t bytes) const {
+  if (gm_bounds_.empty()) return;
+  for (const GmRange& r : gm_bounds_) {
+    if (addr >= r.addr && addr - r.addr <= r.bytes && bytes <= r.bytes - (addr - r.addr)) return;
+  }
+  std::string tensors;
+  for (const GmRange& r : gm_bounds_) {
+    tensors += (tensors.empty() ? "" : ", ") + r.name + " [" + std::to_string(r.addr) + ", " +
+               std::to_string(r.addr + r.bytes) + ")";
+  }
+  fail(in, pipe, what + " GM [" + std::to_string(addr) + ", " + std::to_string(addr + bytes) +
+                     ") is outside every tensor launched with the kernel: " + tensors);
 }
 
 void CoreEngine::scalar_busy(std::uint64_t cycles) {
@@ -269,8 +285,10 @@ void CoreEngine::scalar_read(Space s, std::uint64_t addr, void* out, std::uint64
   // Everything that started before now has had its effect.
   while (step(scalar_time_)) {
   }
-  if (mode_ == Mode::kFunctional) std::memcpy(out, local_[static_cast<int>(s)].data() + addr, bytes);
-  else std::memset(out, 0, bytes);
+  if (s == Space::kGm) check_gm_bounds(in, Pipe::kS, "scalar read", addr, bytes);
+  if (mode_ != Mode::kFunctional) std::memset(out, 0, bytes);
+  else if (s == Space::kGm) host_.device_memory()->read(addr, out, bytes);
+  else std::memcpy(out, local_[static_cast<int>(s)].data() + addr, bytes);
 }
 
 void CoreEngine::scalar_write(Space s, std::uint64_t addr, const void* in_bytes, std::uint64_t bytes,
@@ -286,7 +304,10 @@ void CoreEngine::scalar_write(Space s, std::uint64_t addr, const void* in_bytes,
   ++issued_;
   while (step(scalar_time_)) {
   }
-  if (mode_ == Mode::kFunctional) std::memcpy(local_[static_cast<int>(s)].data() + addr, in_bytes, bytes);
+  if (s == Space::kGm) check_gm_bounds(in, Pipe::kS, "scalar write", addr, bytes);
+  if (mode_ != Mode::kFunctional) return;
+  if (s == Space::kGm) host_.device_memory()->write(addr, in_bytes, bytes);
+  else std::memcpy(local_[static_cast<int>(s)].data() + addr, in_bytes, bytes);
 }
 
 std::optional<std::uint64_t> CoreEngine::ready_time(int p) {

@@ -121,6 +121,13 @@ class CoreEngine {
   void set_trace(TraceSink* sink) { trace_ = sink; }
   // Opaque per-core context of the software running on the scalar unit (firmware/kernel owns it).
   void set_user_context(void* p) { user_ = p; }
+  // The GM ranges the running kernel was launched with: when set, every GM access must lie inside one of them
+  // (an error naming the instruction and the tensors otherwise). Empty: only the device capacity bounds GM.
+  struct GmRange {
+    std::uint64_t addr = 0, bytes = 0;
+    std::string name;
+  };
+  void set_gm_bounds(std::vector<GmRange> r) { gm_bounds_ = std::move(r); }
   void* user_context() const { return user_; }
 
   // Test access to local buffers in functional mode.
@@ -161,6 +168,8 @@ class CoreEngine {
 
   void validate(const isa::Instr& in) const;
   [[noreturn]] void fail(const isa::Instr& in, isa::Pipe pipe, const std::string& what) const;
+  void check_gm_bounds(const isa::Instr& in, isa::Pipe pipe, const std::string& what, std::uint64_t addr,
+                       std::uint64_t bytes) const;
   Flag& flag(isa::Pipe src, isa::Pipe dst, std::uint32_t id);
   std::optional<std::uint64_t> ready_time(int p);
   bool blocked_on_cross() const;
@@ -193,6 +202,7 @@ class CoreEngine {
   std::uint64_t issued_ = 0;
   TraceSink* trace_ = nullptr;
   void* user_ = nullptr;
+  std::vector<GmRange> gm_bounds_;
   bool finished_ = false;
   bool scalar_cross_wait_ = false;  // the scalar unit itself waits for a cross-core count
 };

@@ -1,12 +1,29 @@
 #include "hw/mem/device_memory.hpp"
 
-#include <algorithm>
+#include <sys/mman.h>
+
+#include <cerrno>
 #include <cstring>
 #include <string>
 
 #include "common/util/error.hpp"
 
 namespace npusim::hw::mem {
+
+DeviceMemory::DeviceMemory(std::uint64_t capacity) : capacity_(capacity) {
+  if (capacity_ == 0) return;
+  void* p = mmap(nullptr, capacity_, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE, -1, 0);
+  if (p == MAP_FAILED) {
+    throw InputError("cannot reserve " + std::to_string(capacity_) + " B of host address space for the device memory (" +
+                     std::strerror(errno) + "); lower hbm.capacity");
+  }
+  base_ = static_cast<std::uint8_t*>(p);
+  written_.assign((capacity_ + kPageBytes - 1) / kPageBytes, false);
+}
+
+DeviceMemory::~DeviceMemory() {
+  if (base_) munmap(base_, capacity_);
+}
 
 void DeviceMemory::check(std::uint64_t addr, std::uint64_t bytes) const {
   if (addr > capacity_ || bytes > capacity_ - addr) {
@@ -17,35 +34,26 @@ void DeviceMemory::check(std::uint64_t addr, std::uint64_t bytes) const {
 
 void DeviceMemory::read(std::uint64_t addr, void* out, std::uint64_t bytes) const {
   check(addr, bytes);
-  auto* dst = static_cast<std::uint8_t*>(out);
-  while (bytes) {
-    const std::uint64_t page = addr / kPageBytes, off = addr % kPageBytes;
-    const std::uint64_t n = std::min(bytes, kPageBytes - off);
-    const auto it = pages_.find(page);
-    if (it == pages_.end()) std::memset(dst, 0, n);
-    else std::memcpy(dst, it->second.get() + off, n);
-    dst += n;
-    addr += n;
-    bytes -= n;
-  }
+  if (bytes) std::memcpy(out, base_ + addr, bytes);
 }
 
 void DeviceMemory::write(std::uint64_t addr, const void* in, std::uint64_t bytes) {
   check(addr, bytes);
-  const auto* src = static_cast<const std::uint8_t*>(in);
-  while (bytes) {
-    const std::uint64_t page = addr / kPageBytes, off = addr % kPageBytes;
-    const std::uint64_t n = std::min(bytes, kPageBytes - off);
-    auto& p = pages_[page];
-    if (!p) {
-      p = std::make_unique<std::uint8_t[]>(kPageBytes);
-      std::memset(p.get(), 0, kPageBytes);
+  if (!bytes) return;
+  std::memcpy(base_ + addr, in, bytes);
+  for (std::uint64_t page = addr / kPageBytes, last = (addr + bytes - 1) / kPageBytes; page <= last; ++page) {
+    if (!written_[page]) {
+      written_[page] = true;
+      ++written_pages_;
     }
-    std::memcpy(p.get() + off, src, n);
-    src += n;
-    addr += n;
-    bytes -= n;
   }
+}
+
+bool DeviceMemory::device_address(const void* p, std::uint64_t bytes, std::uint64_t& addr) const {
+  const auto u = reinterpret_cast<std::uintptr_t>(p), b = reinterpret_cast<std::uintptr_t>(base_);
+  if (!base_ || u < b || u - b > capacity_ || bytes > capacity_ - (u - b)) return false;
+  addr = u - b;
+  return true;
 }
 
 }  // namespace npusim::hw::mem

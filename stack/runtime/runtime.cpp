@@ -215,6 +215,9 @@ void Device::run(const std::function<void(Device&)>& host) {
     }
   });
   sc_core::sc_report_handler::set_actions(sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+  // After a failure several processes may stop the simulation; SystemC's warning about the second stop would land
+  // on stdout (which carries the --json report), and the first stop's error says what happened.
+  sc_core::sc_report_handler::set_actions("sc_stop has already been called", sc_core::SC_DO_NOTHING);
   sc_core::sc_start();
   if (host_error_) std::rethrow_exception(host_error_);
   if (chip_->control_cpu().error()) std::rethrow_exception(chip_->control_cpu().error());

@@ -1,6 +1,8 @@
 // The chip: every core of the config, device memory addressing the whole capacity lazily, the control CPU's slot.
 #include <gtest/gtest.h>
 
+#include <cstring>
+
 #include "common/config/loader.hpp"
 #include "hw/chip/chip.hpp"
 
@@ -25,6 +27,13 @@ TEST(Chip, HasEveryCoreOfTheConfigAndTheWholeDeviceMemory) {
   EXPECT_EQ(back, v);
   EXPECT_EQ(chip.memory().resident_bytes(), mem::DeviceMemory::kPageBytes);
   EXPECT_THROW(chip.memory().read(top, &back, 16), InputError);
+  // The host view: device address A is base() + A, and only pointers inside it map back.
+  std::uint64_t from_view = 0;
+  EXPECT_EQ(std::memcmp(chip.memory().base() + top, &v, 8), 0);
+  ASSERT_TRUE(chip.memory().device_address(chip.memory().base() + top, 8, from_view));
+  EXPECT_EQ(from_view, top);
+  EXPECT_FALSE(chip.memory().device_address(chip.memory().base() + top, 16, from_view));
+  EXPECT_FALSE(chip.memory().device_address(&back, 8, from_view));
 }
 
 TEST(Chip, ControlCpuRunsAProgramOnItsOwnClock) {

@@ -1,0 +1,215 @@
+"""The kernel SDK from a kernel developer's side: Ascend C kernels written outside the repository, compiled by
+`npusim kernel FILE.cpp` or by their own CMake project with find_package(npusim) against an installed npusim, run on
+the simulated chip and compared with NumPy. Bad kernels and bad arguments give clear errors, never a crash.
+
+Environment: NPUSIM (the binary under test), NPUSIM_BUILD_DIR (its build tree, for `cmake --install`)."""
+import json
+import os
+import pathlib
+import shutil
+import subprocess
+import textwrap
+
+import numpy as np
+import pytest
+
+NPUSIM = os.environ["NPUSIM"]
+BUILD_DIR = os.environ["NPUSIM_BUILD_DIR"]
+SOURCE_DIR = pathlib.Path(__file__).resolve().parents[2]
+EXAMPLES = SOURCE_DIR / "examples" / "kernels"
+ADD = EXAMPLES / "add_double_buffer"
+
+
+@pytest.fixture(scope="session", autouse=True)
+def kernel_cache(tmp_path_factory):
+    # A cache of this run's own, so that every test sees its compiles happen (or not) for itself.
+    os.environ["NPUSIM_CACHE_DIR"] = str(tmp_path_factory.mktemp("kernel-cache"))
+
+
+def npusim(*args, binary=NPUSIM, cwd=None):
+    return subprocess.run([binary, *map(str, args)], capture_output=True, text=True, cwd=cwd, timeout=300)
+
+
+def report(proc):
+    assert proc.returncode == 0, proc.stderr
+    return json.loads(proc.stdout)
+
+
+def add_args(tmp, n_blocks=8, per_block=2048, tile_num=2, out_elems=None):
+    rng = np.random.default_rng(7)
+    x = rng.uniform(-4, 4, (n_blocks, per_block)).astype(np.float16)
+    y = rng.uniform(-4, 4, (n_blocks, per_block)).astype(np.float16)
+    np.save(tmp / "x.npy", x)
+    np.save(tmp / "y.npy", y)
+    np.save(tmp / "ref.npy", x + y)  # fp16 + fp16 rounds once to fp16 in NumPy, as the Vector unit does
+    out = out_elems if out_elems is not None else n_blocks * per_block
+    return ["--block-dim", n_blocks, "--arg", f"x={tmp / 'x.npy'}", "--arg", f"y={tmp / 'y.npy'}",
+            "--arg", f"z=out:fp16:{out}", "--tiling", f"totalLength={n_blocks * per_block},tileNum={tile_num}",
+            "--tiling-schema", ADD / "tiling.json"]
+
+
+def test_source_kernel_matches_numpy_bit_for_bit(tmp_path):
+    r = report(npusim("kernel", ADD / "add_custom.cpp", *add_args(tmp_path), "--check", tmp_path / "ref.npy",
+                      "--atol", 0, "--rtol", 0, "--outputs", tmp_path / "out", "--json"))
+    assert r["check"]["passed"] and r["check"]["max_abs_err"] == 0
+    z = np.load(tmp_path / "out" / "z.npy")
+    assert z.dtype == np.float16 and z.shape == (16384,)
+    assert np.array_equal(z, np.load(tmp_path / "ref.npy").reshape(-1))
+    assert r["kernel"]["name"] == "add_custom" and r["kernel"]["cores"] == 8
+    assert [a["name"] for a in r["kernel"]["args"]] == ["x", "y", "z", "tiling"]
+
+
+def test_double_buffering_is_faster_and_overlaps(tmp_path):
+    # The same 8 KiB... 16 KiB tiles either way: one buffer per queue with twice the tiles, or two buffers.
+    common = ["--block-dim", 8, "--arg", "x=random:fp16:8x131072", "--arg", "y=random:fp16:8x131072",
+              "--arg", "z=out:fp16:8x131072", "--tiling-schema", ADD / "tiling.json", "--json"]
+    one = report(npusim("kernel", ADD / "add_custom.cpp", "--cxxflags=-DBUFFER_NUM=1",
+                        "--tiling", "totalLength=1048576,tileNum=16", *common))
+    two = report(npusim("kernel", ADD / "add_custom.cpp", "--cxxflags=-DBUFFER_NUM=2",
+                        "--tiling", "totalLength=1048576,tileNum=8", *common))
+    assert one["kernel"]["cycles"] >= 1.5 * two["kernel"]["cycles"], (one["kernel"]["cycles"], two["kernel"]["cycles"])
+    assert two["overlap"]["mte2_vector"] > 0.1
+    assert one["overlap"]["mte2_vector"] == 0  # one buffer: the copy-in waits for the add that frees it
+
+
+def test_compiles_once_and_again_when_an_included_file_changes(tmp_path):
+    src = tmp_path / "kern"
+    src.mkdir()
+    (src / "params.h").write_text("#define SCALE 2.0f\n")
+    (src / "scale.cpp").write_text(textwrap.dedent("""\
+        #include "kernel_operator.h"
+        #include "params.h"
+        extern "C" __global__ __aicore__ void scale(GM_ADDR x, GM_ADDR y) {
+          AscendC::GlobalTensor<float> gx, gy;
+          gx.SetGlobalBuffer((__gm__ float*)x, 64);
+          gy.SetGlobalBuffer((__gm__ float*)y, 64);
+          AscendC::TPipe pipe;
+          AscendC::TBuf<AscendC::TPosition::VECCALC> buf;
+          pipe.InitBuffer(buf, 64 * sizeof(float));
+          AscendC::LocalTensor<float> t = buf.Get<float>();
+          AscendC::DataCopy(t, gx, 64);
+          AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
+          AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
+          AscendC::Muls(t, t, SCALE, 64);
+          AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(EVENT_ID0);
+          AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(EVENT_ID0);
+          AscendC::DataCopy(gy, t, 64);
+        }
+        """))
+    x = np.arange(64, dtype=np.float32)
+    np.save(tmp_path / "x.npy", x)
+    for scale, compiles in [(2.0, True), (2.0, False), (3.0, True)]:
+        (src / "params.h").write_text(f"#define SCALE {scale}f\n")
+        np.save(tmp_path / "ref.npy", x * scale)
+        p = npusim("kernel", src / "scale.cpp", "--arg", f"x={tmp_path / 'x.npy'}", "--arg", "y=out:fp32:64",
+                   "--check", tmp_path / "ref.npy", "--json")
+        r = report(p)
+        assert r["check"]["passed"], scale
+        assert ("npusim: compiling" in p.stderr) == compiles, (scale, p.stderr)
+
+
+def test_outside_project_with_find_package_builds_and_runs(tmp_path):
+    prefix = tmp_path / "prefix"
+    subprocess.run(["cmake", "--install", BUILD_DIR, "--prefix", prefix], check=True, capture_output=True)
+    for f in ["bin/npusim", "include/npusim/firmware/kernel/sdk/kernel_operator.h",
+              "lib/cmake/npusim/npusimConfig.cmake", "lib/pkgconfig/npusim.pc"]:
+        assert (prefix / f).exists(), f
+    project = tmp_path / "my_kernel"
+    shutil.copytree(ADD, project)
+    build = project / "build"
+    for cmd in (["cmake", "-S", project, "-B", build, f"-DCMAKE_PREFIX_PATH={prefix}"], ["cmake", "--build", build]):
+        p = subprocess.run(list(map(str, cmd)), capture_output=True, text=True)
+        assert p.returncode == 0, p.stdout + p.stderr
+    lib = build / "libadd_custom.so"
+    r = report(npusim("kernel", lib, "--entry", "add_custom", *add_args(tmp_path), "--check", tmp_path / "ref.npy",
+                      "--json", binary=prefix / "bin" / "npusim"))
+    assert r["check"]["passed"]
+    # The installed binary compiles a source against the installed headers.
+    p = npusim("kernel", project / "add_custom.cpp", *add_args(tmp_path), "--check", tmp_path / "ref.npy", "--json",
+               binary=prefix / "bin" / "npusim")
+    assert report(p)["check"]["passed"]
+    deps = "".join(f.read_text() for f in pathlib.Path(os.environ["NPUSIM_CACHE_DIR"]).glob("kernels/*.deps"))
+    assert str(prefix / "include" / "npusim" / "firmware" / "kernel" / "sdk" / "kernel_operator.h") in deps
+    # pkg-config gives the flags for a build without CMake.
+    pc = subprocess.run(["pkg-config", "--cflags", "npusim"], capture_output=True, text=True,
+                        env={**os.environ, "PKG_CONFIG_PATH": str(prefix / "lib" / "pkgconfig")})
+    assert pc.returncode == 0 and "kernel/sdk" in pc.stdout
+
+
+def expect_error(proc, *needles):
+    assert proc.returncode == 1, (proc.returncode, proc.stdout, proc.stderr)
+    for n in needles:
+        assert n in proc.stderr, (n, proc.stderr)
+    assert "Warning" not in proc.stdout and proc.stdout == ""
+
+
+def test_compile_error_shows_the_compilers_message_with_the_users_line(tmp_path):
+    bad = tmp_path / "bad.cpp"
+    bad.write_text((ADD / "add_custom.cpp").read_text().replace("AscendC::Add(zLocal,", "AscendC::Add(zLocl,"))
+    line = next(i + 1 for i, l in enumerate(bad.read_text().splitlines()) if "zLocl" in l)
+    expect_error(npusim("kernel", bad, *add_args(tmp_path)), f"bad.cpp:{line}:", "zLocl", "does not compile")
+
+
+def test_a_call_the_sdk_lacks_is_a_compile_error_naming_it(tmp_path):
+    k = tmp_path / "sin.cpp"
+    k.write_text(textwrap.dedent("""\
+        #include "kernel_operator.h"
+        extern "C" __global__ __aicore__ void k(GM_ADDR x) {
+          AscendC::TPipe pipe;
+          AscendC::TBuf<AscendC::TPosition::VECCALC> b;
+          pipe.InitBuffer(b, 256);
+          AscendC::LocalTensor<half> t = b.Get<half>();
+          AscendC::Sin(t, t, 128);
+        }
+        """))
+    expect_error(npusim("kernel", k, "--arg", "x=zeros:fp16:128"), "AscendC::Sin is not in the npusim kernel SDK")
+
+
+def test_missing_entry_wrong_arguments_and_libraries_without_a_table(tmp_path):
+    expect_error(npusim("kernel", ADD / "add_custom.cpp", "--entry", "add"), "no __global__ function 'add'",
+                 "add_custom")
+    expect_error(npusim("kernel", ADD / "add_custom.cpp", "--arg", "x=random:fp16:16", "--arg", "y=random:fp16:16"),
+                 "takes 4 argument(s)", "2 given (x, y)")
+    expect_error(npusim("kernel", ADD / "add_custom.cpp", "--arg", "x=5", "--arg", "y=random:fp16:16",
+                        "--arg", "z=out:fp16:16", "--tiling", "totalLength=16,tileNum=1", "--tiling-schema",
+                        ADD / "tiling.json"), "--arg x", "is a number; the parameter takes a tensor")
+    expect_error(npusim("kernel", ADD / "add_custom.cpp", *add_args(tmp_path)[:-4], "--tiling", "totalLength=16",
+                        "--tiling-schema", ADD / "tiling.json"), "no value for tiling field 'tileNum'")
+    expect_error(npusim("kernel", ADD / "add_custom.cpp", *add_args(tmp_path)[:-4],
+                        "--tiling", "totalLength=-1,tileNum=1", "--tiling-schema", ADD / "tiling.json"),
+                 "'totalLength' (uint32_t): -1 is out of range")
+    expect_error(npusim("kernel", ADD / "add_custom.cpp", *add_args(tmp_path)[:-4],
+                        "--tiling", "totalLength=16,tileNum=1,tileLen=4", "--tiling-schema", ADD / "tiling.json"),
+                 "'tileLen' is not a field")
+    src = tmp_path / "plain.cpp"
+    src.write_text('extern "C" void plain(void*) {}\n')
+    subprocess.run(["c++", "-shared", "-fPIC", src, "-o", tmp_path / "libplain.so"], check=True)
+    expect_error(npusim("kernel", tmp_path / "libplain.so"), "no npusim entry table")
+    (tmp_path / "junk.so").write_text("not a library")
+    expect_error(npusim("kernel", tmp_path / "junk.so"), "cannot load the kernel library")
+    expect_error(npusim("kernel", tmp_path / "none.cpp"), "none.cpp: no such file")
+
+
+def test_a_too_small_output_and_an_out_of_bounds_read_name_the_instruction_and_tensors(tmp_path):
+    # The output holds half of what the kernel writes: the first copy past its end is the error.
+    expect_error(npusim("kernel", ADD / "add_custom.cpp", *add_args(tmp_path, out_elems=8192)),
+                 "DataCopy", "add_custom.cpp:", "outside every tensor launched with the kernel", "z [")
+    k = tmp_path / "oob.cpp"
+    k.write_text(textwrap.dedent("""\
+        #include "kernel_operator.h"
+        extern "C" __global__ __aicore__ void oob(GM_ADDR x, GM_ADDR y) {
+          AscendC::GlobalTensor<half> gx, gy;
+          gx.SetGlobalBuffer((__gm__ half*)x, 256);
+          gy.SetGlobalBuffer((__gm__ half*)y, 256);
+          AscendC::TPipe pipe;
+          AscendC::TQue<AscendC::TPosition::VECIN, 1> q;
+          pipe.InitBuffer(q, 1, 1024);
+          AscendC::LocalTensor<half> t = q.AllocTensor<half>();
+          AscendC::DataCopy(t, gx[4096], 256);  // far past the end of x (and of y)
+          q.EnQue(t);
+          t = q.DeQue<half>();
+          q.FreeTensor(t);
+        }
+        """))
+    expect_error(npusim("kernel", k, "--arg", "x=zeros:fp16:256", "--arg", "y=out:fp16:256"),
+                 "oob.cpp:10", "outside every tensor launched with the kernel", "x [0, 512)")
