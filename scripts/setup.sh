@@ -3,7 +3,8 @@
 #   1. installs the Debian packages the C++ build and the tests need (idempotent, quiet when all are there);
 #   2. makes the Python virtual environment .venv/ from requirements.txt (pinned; redone only when that file
 #      changes or the venv no longer runs);
-#   3. configures and builds with CMake, which runs the Python tests with .venv/bin/python.
+#   3. configures and builds with CMake, which runs the Python tests with .venv/bin/python, and installs the
+#      Release build with its kernel SDK under $NPUSIM_PREFIX (default /usr/local as root, else ~/.local).
 #
 #   scripts/setup.sh               install + Release build in build/
 #   scripts/setup.sh --sanitize    install + ASan/UBSan build in build-asan/
@@ -36,7 +37,7 @@ for a in "$@"; do
   case "$a" in
     --no-build) build=0 ;;
     --sanitize) build_dir=build-asan; cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DNPUSIM_SANITIZE=ON) ;;
-    -h|--help) sed -n '2,15p' "$0"; exit 0 ;;
+    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$a' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -97,4 +98,14 @@ if [ $build -eq 1 ]; then
   cmake -S . -B "$build_dir" "${cmake_args[@]}" -DNPUSIM_PYTHON="$PWD/.venv/bin/python" >/dev/null
   cmake --build "$build_dir" -j "$jobs" -- --no-print-directory >/dev/null
   echo "setup: built $build_dir/npusim"
+  # The Release build is installed (npusim and the kernel SDK: find_package(npusim), pkg-config npusim), so a
+  # kernel project outside this checkout finds it; the sanitizer build stays in its build tree.
+  if [ "$build_dir" = build ]; then
+    if [ -n "${NPUSIM_PREFIX:-}" ]; then prefix=$NPUSIM_PREFIX
+    elif [ "$(id -u)" -eq 0 ]; then prefix=/usr/local
+    else prefix=$HOME/.local
+    fi
+    cmake --install "$build_dir" --prefix "$prefix" >/dev/null
+    echo "setup: installed npusim and its kernel SDK under $prefix (docs/kernel-sdk.md)"
+  fi
 fi

@@ -213,3 +213,72 @@ def test_a_too_small_output_and_an_out_of_bounds_read_name_the_instruction_and_t
         """))
     expect_error(npusim("kernel", k, "--arg", "x=zeros:fp16:256", "--arg", "y=out:fp16:256"),
                  "oob.cpp:10", "outside every tensor launched with the kernel", "x [0, 512)")
+
+
+SOFTMAX = EXAMPLES / "softmax"
+
+
+@pytest.mark.parametrize("rows,cols,blocks", [(64, 1024, 8), (8, 4000, 4), (3, 16, 1)])
+def test_softmax_example_matches_numpy(tmp_path, rows, cols, blocks):
+    # Row lengths with a partial last repeat (4000 = 62 x 64 + 32 fp32 lanes) and a single partial one (16).
+    x = np.random.default_rng(cols).uniform(-6, 6, (rows, cols)).astype(np.float16)
+    xf = x.astype(np.float32)
+    e = np.exp(xf - xf.max(axis=1, keepdims=True))
+    np.save(tmp_path / "x.npy", x)
+    np.save(tmp_path / "ref.npy", (e / e.sum(axis=1, keepdims=True)).astype(np.float16))
+    r = report(npusim("kernel", SOFTMAX / "softmax_custom.cpp", "--block-dim", blocks, "--arg", f"x={tmp_path / 'x.npy'}",
+                      "--arg", f"y=out:fp16:{rows}x{cols}", "--tiling", f"rows={rows},cols={cols}",
+                      "--tiling-schema", SOFTMAX / "tiling.json", "--check", tmp_path / "ref.npy", "--json"))
+    assert r["check"]["passed"], r["check"]
+    assert r["kernel"]["pipes"]["vector"] > 0 and r["kernel"]["pipes"]["scalar"] > 0
+
+
+REDUCE_KERNEL = textwrap.dedent("""\
+    #include "kernel_operator.h"
+    using T = ELEM;
+    // sum, max and min of `count` values at y[0], y[8], y[16]; `count` is a scalar kernel parameter.
+    extern "C" __global__ __aicore__ void reduce3(GM_ADDR x, GM_ADDR y, uint32_t count) {
+      AscendC::GlobalTensor<T> gx, gy;
+      gx.SetGlobalBuffer((__gm__ T*)x, count);
+      gy.SetGlobalBuffer((__gm__ T*)y, 48);
+      AscendC::TPipe pipe;
+      AscendC::TBuf<AscendC::TPosition::VECCALC> in, work, out;
+      pipe.InitBuffer(in, count * sizeof(T));
+      pipe.InitBuffer(work, count * sizeof(T));
+      pipe.InitBuffer(out, 48 * sizeof(T));
+      AscendC::LocalTensor<T> a = in.Get<T>(), w = work.Get<T>(), o = out.Get<T>();
+      AscendC::DataCopy(a, gx, count);
+      AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
+      AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
+      AscendC::Duplicate(o, (T)0, 48);
+      AscendC::ReduceSum(o, a, w, count);
+      AscendC::PipeBarrier<PIPE_V>();
+      AscendC::ReduceMax(o[16], a, w, count);
+      AscendC::PipeBarrier<PIPE_V>();
+      AscendC::ReduceMin(o[32], a, w, count);
+      AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(EVENT_ID0);
+      AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(EVENT_ID0);
+      AscendC::DataCopy(gy, o, 48);
+    }
+    """)
+
+
+@pytest.mark.parametrize("dtype,count", [("fp32", 8), ("fp32", 64), ("fp32", 4168), ("fp32", 16392),
+                                         ("fp16", 38416), ("fp16", 272)])
+def test_level2_reductions_match_numpy(tmp_path, dtype, count):
+    # Counts past 255 full repeats (fp32 16392 = 256 x 64 + 8) and with partial repeats on every pass.
+    np_t = np.float32 if dtype == "fp32" else np.float16
+    src = tmp_path / "reduce3.cpp"
+    src.write_text(REDUCE_KERNEL)
+    x = np.random.default_rng(count).uniform(-1, 1, count).astype(np_t)
+    np.save(tmp_path / "x.npy", x)
+    r = report(npusim("kernel", src, f"--cxxflags=-DELEM={'float' if dtype == 'fp32' else 'half'}",
+                      "--arg", f"x={tmp_path / 'x.npy'}", "--arg", f"y=out:{dtype}:48", "--arg", f"count={count}",
+                      "--outputs", tmp_path, "--json"))
+    y = np.load(tmp_path / "y.npy").astype(np.float64)
+    xf = x.astype(np.float64)
+    # Sums round per partial sum in the element type: a bound of count x half an ulp of the largest partial sum.
+    ulp = np.finfo(np_t).eps * max(1.0, np.abs(xf).sum())
+    assert abs(y[0] - xf.sum()) <= ulp * np.log2(count) + 1e-6, (y[0], xf.sum())
+    assert y[16] == xf.max() and y[32] == xf.min()
+    assert r["kernel"]["args"][2] == {"name": "count", "spec": str(count)}

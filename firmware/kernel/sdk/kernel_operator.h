@@ -12,6 +12,8 @@
 #pragma once
 
 #include <cstdint>
+#include <cstring>
+#include <limits>
 #include <type_traits>
 
 #include "firmware/kernel/kernel_api.hpp"
@@ -179,13 +181,15 @@ void WholeReduceMax(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::u
 
 namespace detail {
 // Level-2 reductions: whole-repeat reductions into `work`, again over their results, until one value is left in
-// dst[0], with a vector barrier between the passes (each pass reads the previous one's results).
+// dst[0], with a vector barrier between the passes (each pass reads the previous one's results). A vector
+// instruction's operands start 32 B-aligned, so a pass's partial last repeat writes its result at the next aligned
+// element, and the gap before it is filled with the reduction's identity (a lane-masked Duplicate).
 template <class T, class Reduce>
 void reduce_all(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& work, std::uint64_t count,
-                const char* api, SourceLoc where, Reduce reduce) {
+                double identity, const char* api, SourceLoc where, Reduce reduce) {
   if (count == 0) k::detail::bad_param(api, "count must be at least 1", where);
-  constexpr std::uint64_t lanes = 256 / sizeof(T);
-  constexpr std::uint64_t max_repeat = 255;
+  constexpr std::uint64_t lanes = 256 / sizeof(T), per_block = 32 / sizeof(T);
+  constexpr std::uint64_t max_repeat = 255 / per_block * per_block;  // each instruction's results start aligned
   LocalTensor<T> in = src;
   std::uint64_t n = count;
   for (;;) {
@@ -195,10 +199,19 @@ void reduce_all(const LocalTensor<T>& dst, const LocalTensor<T>& src, const Loca
       const auto reps = static_cast<std::uint8_t>(full - r < max_repeat ? full - r : max_repeat);
       reduce(out[r], in[r * lanes], lanes, reps, where);
     }
-    if (tail) reduce(out[full], in[full * lanes], tail, 1, where);
+    std::uint64_t next = full;
+    if (tail) {
+      next = (full + per_block - 1) / per_block * per_block;
+      if (next != full) {
+        const std::uint64_t mask[2] = {((1ULL << per_block) - 1) & ~((1ULL << (full % per_block)) - 1), 0};
+        k::Duplicate(out[full / per_block * per_block], identity, mask, 1, 1, 8, where);
+      }
+      reduce(out[next], in[full * lanes], tail, 1, where);
+      ++next;
+    }
     if (n <= lanes) return;
     k::PipeBarrier<PIPE_V>(where);
-    n = full + (tail ? 1 : 0);
+    n = next;
     in = work;
   }
 }
@@ -207,7 +220,7 @@ void reduce_all(const LocalTensor<T>& dst, const LocalTensor<T>& src, const Loca
 template <class T>
 void ReduceSum(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& work, std::int32_t count,
                SourceLoc where = here()) {
-  detail::reduce_all(dst, src, work, static_cast<std::uint64_t>(count < 0 ? 0 : count), "ReduceSum", where,
+  detail::reduce_all(dst, src, work, static_cast<std::uint64_t>(count < 0 ? 0 : count), 0.0, "ReduceSum", where,
                      [](const LocalTensor<T>& d, const LocalTensor<T>& s, std::uint64_t mask, std::uint8_t reps,
                         SourceLoc w) { k::WholeReduceSum(d, s, mask, reps, 1, 1, 8, w); });
 }
@@ -215,7 +228,8 @@ template <class T>
 void ReduceMax(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& work, std::int32_t count,
                bool calIndex = false, SourceLoc where = here()) {
   if (calIndex) k::detail::bad_param("ReduceMax", "calIndex = true (the index output) is not modelled", where);
-  detail::reduce_all(dst, src, work, static_cast<std::uint64_t>(count < 0 ? 0 : count), "ReduceMax", where,
+  detail::reduce_all(dst, src, work, static_cast<std::uint64_t>(count < 0 ? 0 : count),
+                     -std::numeric_limits<double>::infinity(), "ReduceMax", where,
                      [](const LocalTensor<T>& d, const LocalTensor<T>& s, std::uint64_t mask, std::uint8_t reps,
                         SourceLoc w) { k::WholeReduceMax(d, s, mask, reps, 1, 1, 8, w); });
 }
@@ -223,7 +237,8 @@ template <class T>
 void ReduceMin(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LocalTensor<T>& work, std::int32_t count,
                bool calIndex = false, SourceLoc where = here()) {
   if (calIndex) k::detail::bad_param("ReduceMin", "calIndex = true (the index output) is not modelled", where);
-  detail::reduce_all(dst, src, work, static_cast<std::uint64_t>(count < 0 ? 0 : count), "ReduceMin", where,
+  detail::reduce_all(dst, src, work, static_cast<std::uint64_t>(count < 0 ? 0 : count),
+                     std::numeric_limits<double>::infinity(), "ReduceMin", where,
                      [](const LocalTensor<T>& d, const LocalTensor<T>& s, std::uint64_t mask, std::uint8_t reps,
                         SourceLoc w) { k::WholeReduceMin(d, s, mask, reps, 1, 1, 8, w); });
 }
