@@ -24,7 +24,21 @@ constexpr int kExitUsage = 2;  // bad command line
 struct ConfigOptions {
   std::string config{npusim::config::kDefaultConfig};
   std::vector<std::string> sets;
+  bool sanitize = false;
+  // The config overrides, --sanitize included (it is the key sim.sanitize).
+  std::vector<std::string> all_sets() const {
+    std::vector<std::string> s = sets;
+    if (sanitize) s.push_back("sim.sanitize=true");
+    return s;
+  }
 };
+
+// --sanitize of the commands that run kernels.
+void add_sanitize_flag(CLI::App& cmd, ConfigOptions& opts) {
+  cmd.add_flag("--sanitize", opts.sanitize,
+               "check every kernel for races between pipes on local buffers, flags left set and queue buffers never "
+               "freed (docs/kernel-sdk.md); exit 1 with both instructions' source lines");
+}
 
 void add_config_options(CLI::App& cmd, ConfigOptions& opts) {
   std::string names;
@@ -62,6 +76,7 @@ int sc_main(int argc, char** argv) {
   kernel->add_option("name", kopts.name, "a sample kernel's name, or your kernel: an Ascend C source (.cpp) or a "
                                           "kernel library (.so) built with the SDK")->required();
   add_config_options(*kernel, kernel_cfg);
+  add_sanitize_flag(*kernel, kernel_cfg);
   kernel->add_option("-p,--param", kopts.params, "sample kernel parameter (repeatable)")->type_name("KEY=VALUE");
   add_output_options(*kernel, kopts.json, kopts.trace, kopts.summary);
   kernel->add_option("--check", kopts.check_refs,
@@ -112,6 +127,7 @@ int sc_main(int argc, char** argv) {
   CLI::App* op = app.add_subcommand("op", "run one library op on seeded random inputs through the runtime");
   op->add_option("name", oopts.name, "op")->required();
   add_config_options(*op, op_cfg);
+  add_sanitize_flag(*op, op_cfg);
   op->add_option("-p,--param", oopts.params, "op parameter, e.g. -p shape=1024x1024 (repeatable)")->type_name("KEY=VALUE");
   op->add_option("--dtype", oopts.dtype, "fp16, bf16 or fp32")->capture_default_str();
   op->add_flag("--check", oopts.check, "functional mode; compare with the CPU reference (fp32 from the same inputs)");
@@ -123,6 +139,7 @@ int sc_main(int argc, char** argv) {
   CLI::App* run = app.add_subcommand("run", "run an ONNX model through the stack: import, lower to library ops, runtime");
   run->add_option("model", ropts.model, "MODEL.onnx")->required();
   add_config_options(*run, run_cfg);
+  add_sanitize_flag(*run, run_cfg);
   run->add_option("--dim", ropts.dims, "bind a symbolic input dim, e.g. --dim batch=4 (repeatable)")->type_name("NAME=SIZE");
   run->add_flag("--functional", ropts.functional, "compute the values (seeded random inputs); outputs summarised in --json");
   run->add_option("--inputs", ropts.inputs_dir, "with --functional: read input NAME from DIR/NAME.npy (or DIR/NAME.pb, an ONNX TensorProto)")->type_name("DIR");
@@ -151,12 +168,12 @@ int sc_main(int argc, char** argv) {
   try {
     if (*run) {
       ropts.config = run_cfg.config;
-      ropts.sets = run_cfg.sets;
+      ropts.sets = run_cfg.all_sets();
       return npusim::cli::run_model_command(ropts);
     }
     if (*op) {
       oopts.config = op_cfg.config;
-      oopts.sets = op_cfg.sets;
+      oopts.sets = op_cfg.all_sets();
       return npusim::cli::run_op_command(oopts);
     }
     if (*memtrace) {
@@ -166,7 +183,7 @@ int sc_main(int argc, char** argv) {
     }
     if (*kernel) {
       kopts.config = kernel_cfg.config;
-      kopts.sets = kernel_cfg.sets;
+      kopts.sets = kernel_cfg.all_sets();
       // A bare --check leaves an empty value.
       kopts.check = kernel->count("--check") > 0;
       kopts.check_refs.erase(std::remove(kopts.check_refs.begin(), kopts.check_refs.end(), std::string()),

@@ -267,6 +267,9 @@ void reflect(Visitor& v, ChipConfig& c) {
            {"detailed", "simple"});
     v.real("counter_interval", c.sim.counter_interval, U::kTime, 1000.0,
            "width of the time bins behind the trace's memory counters (HBM GB/s, L2 hit rate)");
+    v.boolean("sanitize", c.sim.sanitize, false,
+              "check every local-buffer access for races between pipes, and flags left set (--sanitize; "
+              "docs/kernel-sdk.md)");
   }
 }
 

@@ -188,6 +188,7 @@ struct SimParams {
   std::uint64_t chunk_bytes = 0;
   std::string memory_model;  // "detailed" or "simple"
   double counter_interval = 0;  // ns
+  bool sanitize = false;        // the synchronisation checker (--sanitize)
 };
 
 struct ChipConfig {

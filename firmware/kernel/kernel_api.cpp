@@ -221,8 +221,37 @@ std::uint64_t TQueBase::alloc_raw(SourceLoc where) {
   // The buffer is free once its consumer said so; the first use of each buffer needs no wait.
   if (b.used_before) wait_flag(consumer_, producer_, b.free_event, where);
   b.used_before = true;
+  b.outstanding = true;
+  b.free_pending = false;
+  b.alloc_at = where;
   return b.addr;
 }
+
+TQueBase::~TQueBase() {
+  try {
+    hw::core::Sanitizer* san = ctx().engine->sanitizer();
+    if (!san) return;
+    for (const Buffer& b : buffers_) {
+      if (b.outstanding) {
+        san->report("a queue buffer (" + std::string(hw::isa::space_name(position_space(pos_))) + ") taken by " +
+                    "AllocTensor at " + hw::isa::format_loc(b.alloc_at) + " is never given back by FreeTensor");
+      } else if (b.free_pending) {
+        san->forget_pending(to_pipe(consumer_), to_pipe(producer_), b.free_event);
+      }
+    }
+  } catch (...) {
+    // Outside a kernel (or while one unwinds from an error): nothing to check.
+  }
+}
+
+namespace detail {
+void expect_left_set(pipe_t src, pipe_t dst, std::uint32_t id) noexcept {
+  try {
+    if (hw::core::Sanitizer* san = ctx().engine->sanitizer()) san->forget_pending(to_pipe(src), to_pipe(dst), id);
+  } catch (...) {
+  }
+}
+}  // namespace detail
 
 void TQueBase::enque_raw(std::uint64_t addr, SourceLoc where) {
   set_flag(producer_, consumer_, buffers_[slot_of(addr, "EnQue", where)].enq_event, where);
@@ -238,7 +267,10 @@ std::uint64_t TQueBase::deque_raw(SourceLoc where) {
 }
 
 void TQueBase::free_raw(std::uint64_t addr, SourceLoc where) {
-  set_flag(consumer_, producer_, buffers_[slot_of(addr, "FreeTensor", where)].free_event, where);
+  Buffer& b = buffers_[slot_of(addr, "FreeTensor", where)];
+  set_flag(consumer_, producer_, b.free_event, where);
+  b.outstanding = false;
+  b.free_pending = true;
 }
 
 // --- TPipe --------------------------------------------------------------------------------------------------------

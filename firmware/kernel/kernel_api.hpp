@@ -154,6 +154,11 @@ class LocalTensor {
 class TQueBase {
  public:
   explicit TQueBase(TPosition pos);
+  // With --sanitize: a buffer still allocated is reported; the last FreeTensor's flag of each buffer is expected
+  // to be left set (the next AllocTensor would wait for it).
+  ~TQueBase();
+  TQueBase(const TQueBase&) = delete;
+  TQueBase& operator=(const TQueBase&) = delete;
   TPosition position() const { return pos_; }
 
  protected:
@@ -162,6 +167,9 @@ class TQueBase {
     std::uint64_t addr = 0;
     std::uint32_t enq_event = 0, free_event = 0;
     bool used_before = false;  // freed at least once: the next Alloc waits for the free event
+    bool outstanding = false;  // allocated and not freed yet
+    bool free_pending = false; // freed, and no AllocTensor has waited for that free yet
+    SourceLoc alloc_at;
   };
   std::uint64_t alloc_raw(SourceLoc where);
   void enque_raw(std::uint64_t addr, SourceLoc where);
@@ -337,6 +345,9 @@ hw::isa::Instr copy_instr(hw::isa::Space dst_space, std::uint64_t dst, hw::isa::
                           std::uint32_t nburst, std::uint32_t burst_bytes, std::uint32_t src_gap,
                           std::uint32_t dst_gap, SourceLoc where);
 [[noreturn]] void bad_param(const std::string& api, const std::string& what, SourceLoc where);
+// For --sanitize: the most recent set of this flag is left set at the kernel's end by design (a buffer's last
+// "free" that nothing needs to wait for). No instruction; never throws.
+void expect_left_set(pipe_t src, pipe_t dst, std::uint32_t id) noexcept;
 }  // namespace detail
 
 // GM -> UB/L1, contiguous `count` elements (count x sizeof(T) must be a multiple of 32 B).

@@ -94,6 +94,7 @@ CoreEngine::CoreEngine(const config::ChipConfig& cfg, CoreIdentity id, Mode mode
   for (int p = 0; p < isa::kPipeCount; ++p) pipes_[p].depth = queue_depth(cfg_.queues, static_cast<Pipe>(p));
   flags_.resize(static_cast<std::size_t>(isa::kPipeCount) * isa::kPipeCount * cfg_.flags.event_ids);
   start_ = scalar_time_ = host_.now();
+  if (cfg_.sim.sanitize) san_ = std::make_unique<Sanitizer>(size_, id_.name + " (block " + std::to_string(id_.block) + ")");
   for (auto& ps : pipes_) ps.free_at = ps.done_max = start_;
 }
 
@@ -218,6 +219,7 @@ void CoreEngine::issue(isa::Instr in) {
       return true;
     }, [&] { return "it waits at " + isa::describe(in) + " (" + isa::format_loc(in.where) + ")"; });
     for (const auto& ps : pipes_) scalar_time_ = std::max(scalar_time_, ps.done_max);
+    if (san_) san_->on_barrier_all();
     return;
   }
   if (in.op == Op::kWaitFlag && in.sync.dst == Pipe::kS) {
@@ -226,11 +228,13 @@ void CoreEngine::issue(isa::Instr in) {
               [&] { return "it waits at " + isa::describe(in) + " (" + isa::format_loc(in.where) + ")"; });
     scalar_time_ = std::max(scalar_time_, f.sets.front().time);
     consume(f, in, Pipe::kS, scalar_time_);
+    if (san_) san_->on_instr(Pipe::kS, in);
     return;
   }
   if (in.op == Op::kSetFlag && in.sync.src == Pipe::kS) {
     // Earlier scalar work is done by construction; the flag fires now.
     flag(in.sync.src, in.sync.dst, in.sync.id).sets.push_back(FlagSet{scalar_time_, in.where});
+    if (san_) san_->on_instr(Pipe::kS, in);
     return;
   }
   if (in.op == Op::kScalar) {
@@ -260,6 +264,7 @@ void CoreEngine::issue(isa::Instr in) {
     // The slot freed when the head left the queue, i.e. at its start.
     scalar_time_ = std::max(scalar_time_, ps.last_start);
   }
+  if (san_) san_->on_issue(in.pipe);
   ps.queue.push_back(Entry{std::move(in), scalar_time_});
 }
 
@@ -286,6 +291,7 @@ void CoreEngine::scalar_read(Space s, std::uint64_t addr, void* out, std::uint64
   while (step(scalar_time_)) {
   }
   if (s == Space::kGm) check_gm_bounds(in, Pipe::kS, "scalar read", addr, bytes);
+  else if (san_) san_->on_scalar_access(s, addr, bytes, false, where);
   if (mode_ != Mode::kFunctional) std::memset(out, 0, bytes);
   else if (s == Space::kGm) host_.device_memory()->read(addr, out, bytes);
   else std::memcpy(out, local_[static_cast<int>(s)].data() + addr, bytes);
@@ -305,6 +311,7 @@ void CoreEngine::scalar_write(Space s, std::uint64_t addr, const void* in_bytes,
   while (step(scalar_time_)) {
   }
   if (s == Space::kGm) check_gm_bounds(in, Pipe::kS, "scalar write", addr, bytes);
+  else if (san_) san_->on_scalar_access(s, addr, bytes, true, where);
   if (mode_ != Mode::kFunctional) return;
   if (s == Space::kGm) host_.device_memory()->write(addr, in_bytes, bytes);
   else std::memcpy(local_[static_cast<int>(s)].data() + addr, in_bytes, bytes);
@@ -420,6 +427,7 @@ void CoreEngine::execute(int p, Entry e, std::uint64_t start) {
   if (!e.started) {
     ps.last_start = start;
     ++ps.stats.instructions;
+    if (san_) san_->on_instr(pipe, in);
   }
   std::uint64_t end = start, done = start;
   switch (in.op) {
@@ -548,6 +556,15 @@ void CoreEngine::finish() {
         fail(in, static_cast<Pipe>(src), "the flag is already set (by " + isa::format_loc(f.sets[0].where) +
                                              ") and never waited for");
       }
+    }
+  }
+  if (san_) {
+    const std::vector<std::string> found = san_->finish();
+    if (!found.empty()) {
+      std::string all = "--sanitize found " + std::to_string(found.size()) + " problem(s) in block " +
+                        std::to_string(id_.block) + ":";
+      for (const std::string& f : found) all += "\n  " + f;
+      throw KernelError(all);
     }
   }
   finished_ = true;

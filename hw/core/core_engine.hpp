@@ -29,6 +29,7 @@
 #include "common/util/error.hpp"
 #include "hw/core/cost_model.hpp"
 #include "hw/core/cross_core.hpp"
+#include "hw/core/sanitizer.hpp"
 #include "hw/isa/instr.hpp"
 #include "hw/isa/semantics.hpp"
 #include "hw/mem/device_memory.hpp"
@@ -128,6 +129,8 @@ class CoreEngine {
     std::string name;
   };
   void set_gm_bounds(std::vector<GmRange> r) { gm_bounds_ = std::move(r); }
+  // The synchronisation checker (sim.sanitize), or null.
+  Sanitizer* sanitizer() { return san_.get(); }
   void* user_context() const { return user_; }
 
   // Test access to local buffers in functional mode.
@@ -203,6 +206,7 @@ class CoreEngine {
   TraceSink* trace_ = nullptr;
   void* user_ = nullptr;
   std::vector<GmRange> gm_bounds_;
+  std::unique_ptr<Sanitizer> san_;
   bool finished_ = false;
   bool scalar_cross_wait_ = false;  // the scalar unit itself waits for a cross-core count
 };

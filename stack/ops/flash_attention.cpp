@@ -508,6 +508,13 @@ struct Handoff {
   pipe_t producer, consumer;
   std::uint32_t full = 0, free = 0;
   bool used = false;
+  bool released = false;  // a release the producer has not waited for yet (the last one stays set at the end)
+  Handoff() = default;
+  Handoff(const Handoff&) = delete;
+  Handoff& operator=(const Handoff&) = delete;
+  ~Handoff() {
+    if (released) detail::expect_left_set(consumer, producer, free);
+  }
   void init(TPipe& pipe, pipe_t p, pipe_t c) {
     producer = p;
     consumer = c;
@@ -517,10 +524,14 @@ struct Handoff {
   void acquire() {  // producer side, before writing
     if (used) wait_flag(consumer, producer, free);
     used = true;
+    released = false;
   }
   void publish() { set_flag(producer, consumer, full); }   // producer side, after writing
   void take() { wait_flag(producer, consumer, full); }     // consumer side, before reading
-  void release() { set_flag(consumer, producer, free); }   // consumer side, after reading
+  void release() {  // consumer side, after reading
+    set_flag(consumer, producer, free);
+    released = true;
+  }
 };
 
 // Row operations on an NZ fp32 tile in UB: M1 row fractals by N1 column blocks, fractal (fm, fn) at

@@ -282,3 +282,69 @@ def test_level2_reductions_match_numpy(tmp_path, dtype, count):
     assert abs(y[0] - xf.sum()) <= ulp * np.log2(count) + 1e-6, (y[0], xf.sum())
     assert y[16] == xf.max() and y[32] == xf.min()
     assert r["kernel"]["args"][2] == {"name": "count", "spec": str(count)}
+
+
+# --- --sanitize --------------------------------------------------------------------------------------------------
+
+RACY = EXAMPLES / "racy_add" / "racy_add.cpp"
+
+
+def line_of(path, text):
+    return next(i + 1 for i, l in enumerate(pathlib.Path(path).read_text().splitlines()) if text in l)
+
+
+def test_sanitize_reports_the_racy_example_with_both_source_lines():
+    args = ["--arg", "x=random:fp32:4096", "--arg", "y=random:fp32:4096", "--arg", "z=out:fp32:4096", "--arg", "n=4096"]
+    assert npusim("kernel", RACY, *args).returncode == 0  # the race does not show without the checker
+    p = npusim("kernel", RACY, *args, "--sanitize", "--json")
+    add, copy = line_of(RACY, "AscendC::Add("), line_of(RACY, "AscendC::DataCopy(zGm")
+    expect_error(p, "read-after-write race on UB", f"MTE3 DataCopy at racy_add.cpp:{copy}",
+                 f"V Add at racy_add.cpp:{add}", "HardEvent::V_MTE3")
+
+
+def test_sanitize_reports_a_queue_buffer_never_freed_and_a_deadlock_names_pipe_flag_and_line(tmp_path):
+    body = textwrap.dedent("""\
+        #include "kernel_operator.h"
+        extern "C" __global__ __aicore__ void k(GM_ADDR x) {
+          AscendC::GlobalTensor<half> gx;
+          gx.SetGlobalBuffer((__gm__ half*)x, 256);
+          AscendC::TPipe pipe;
+          AscendC::TQue<AscendC::TPosition::VECIN, 1> q;
+          pipe.InitBuffer(q, 1, 512);
+          AscendC::LocalTensor<half> t = q.AllocTensor<half>();
+          AscendC::DataCopy(t, gx, 256);
+          ENQUE
+          t = q.DeQue<half>();
+          AscendC::Abs(t, t, 256);
+          FREE
+        }
+        """)
+    leak = tmp_path / "leak.cpp"
+    leak.write_text(body.replace("ENQUE", "q.EnQue(t);").replace("FREE", ""))
+    expect_error(npusim("kernel", leak, "--arg", "x=zeros:fp16:256", "--sanitize"),
+                 "taken by AllocTensor at leak.cpp:8 is never given back by FreeTensor")
+    assert npusim("kernel", leak, "--arg", "x=zeros:fp16:256").returncode == 0
+    dead = tmp_path / "dead.cpp"
+    dead.write_text(body.replace("ENQUE", "// no EnQue").replace("FREE", "q.FreeTensor(t);"))
+    expect_error(npusim("kernel", dead, "--arg", "x=zeros:fp16:256"), "deadlock on core aiv0 (block 0)",
+                 "pipe V waits at wait_flag(MTE2->V, id 0) (dead.cpp:11)")
+
+
+@pytest.mark.parametrize("cmd", [
+    ["kernel", ADD / "add_custom.cpp", "--block-dim", 8, "--arg", "x=random:fp16:8x16384", "--arg", "y=random:fp16:8x16384",
+     "--arg", "z=out:fp16:8x16384", "--tiling", "totalLength=131072,tileNum=8", "--tiling-schema", ADD / "tiling.json"],
+    ["kernel", SOFTMAX / "softmax_custom.cpp", "--block-dim", 4, "--arg", "x=random:fp16:8x4000",
+     "--arg", "y=out:fp16:8x4000", "--tiling", "rows=8,cols=4000", "--tiling-schema", SOFTMAX / "tiling.json"],
+    ["kernel", "vector_add"], ["kernel", "matmul_tile"], ["kernel", "pipeline_demo"],
+    ["op", "softmax", "-p", "shape=64x4096"], ["op", "layernorm", "-p", "shape=8x40000"],
+    ["op", "rope", "-p", "shape=2x128x128"], ["op", "add", "-p", "shape=1024x1000", "-p", "shape_b=1000"],
+    ["op", "matmul", "-p", "M=300", "-p", "N=200", "-p", "K=77", "-p", "bias=1", "-p", "act=gelu"],
+    ["op", "flash_attention", "-p", "B=1", "-p", "N=4", "-p", "KVN=2", "-p", "S=500", "-p", "D=64", "-p", "causal=1"],
+    ["op", "flash_attention", "-p", "B=1", "-p", "N=2", "-p", "S=256", "-p", "D=128", "--config", "310p"],
+])
+def test_sanitize_passes_the_examples_samples_and_library_ops_silently(cmd):
+    # Functional too: the checker must not change values (--check passes).
+    extra = ["--check"] if cmd[0] == "op" or cmd[1] in ("vector_add", "matmul_tile") else []
+    r = report(npusim(*cmd, "--sanitize", *extra, "--json"))
+    if extra:
+        assert r["check"]["passed"]

@@ -298,3 +298,121 @@ TEST(CoreEngineErrors, BarrierAllDrainsEveryPipe) {
 
 }  // namespace
 }  // namespace npusim::hw::core
+
+// --- The synchronisation checker (sim.sanitize): happens-before between pipes, independent of timing -------------
+
+namespace npusim::hw::core {
+namespace {
+
+std::string finish_error(CoreEngine& e) {
+  try {
+    e.finish();
+  } catch (const KernelError& err) {
+    return err.what();
+  }
+  return "";
+}
+
+Instr copy_out(std::uint64_t gm, std::uint64_t ub, std::uint32_t bytes) {
+  Instr in = copy_in(ub, gm, bytes);
+  std::swap(in.src_space, in.dst_space);
+  in.src0 = ub;
+  in.dst = gm;
+  in.where = {"test.cpp", 40};
+  return in;
+}
+
+TEST(Sanitizer, ACopyInReadByTheVectorUnitWithoutAFlagIsARaceNamingBothLines) {
+  const auto cfg = load("910b", {"sim.sanitize=true"});
+  StandaloneHost host(cfg);
+  CoreEngine e(cfg, aiv(), Mode::kTimingOnly, host);
+  e.issue(copy_in(0x1000, 0, 256));
+  e.scalar_work(100000);  // long after the copy is done: timing does not hide the missing flag
+  e.issue(vadd(1, 0x3000, 0x1000, 0x2000));
+  const std::string err = finish_error(e);
+  EXPECT_NE(err.find("read-after-write race on UB [0x1000"), std::string::npos) << err;
+  EXPECT_NE(err.find("V Add at test.cpp:10 reads what MTE2 DataCopy at test.cpp:20 writes"), std::string::npos) << err;
+  EXPECT_NE(err.find("HardEvent::MTE2_V"), std::string::npos) << err;
+}
+
+TEST(Sanitizer, AFlagPairOrdersThePipesAndWithoutSanitizeNothingIsChecked) {
+  for (bool sanitize : {true, false}) {
+    const auto cfg = load("910b", {std::string("sim.sanitize=") + (sanitize ? "true" : "false")});
+    StandaloneHost host(cfg);
+    CoreEngine e(cfg, aiv(), Mode::kTimingOnly, host);
+    e.issue(copy_in(0x1000, 0, 256));
+    if (sanitize) {
+      e.issue(flag(Op::kSetFlag, Pipe::kMte2, Pipe::kV, 0));
+      e.issue(flag(Op::kWaitFlag, Pipe::kMte2, Pipe::kV, 0));
+    }
+    e.issue(vadd(1, 0x3000, 0x1000, 0x2000));
+    EXPECT_EQ(finish_error(e), "") << sanitize;
+  }
+}
+
+TEST(Sanitizer, OverwritingWhatAnotherPipeStillReadsIsAWriteAfterReadRace) {
+  const auto cfg = load("910b", {"sim.sanitize=true"});
+  StandaloneHost host(cfg);
+  CoreEngine e(cfg, aiv(), Mode::kTimingOnly, host);
+  e.issue(copy_out(0, 0x3000, 256));   // MTE3 reads UB 0x3000
+  e.issue(vadd(1, 0x3000, 0x1000, 0x2000));  // V writes it, no MTE3 -> V flag
+  const std::string err = finish_error(e);
+  EXPECT_NE(err.find("write-after-read race on UB [0x3000"), std::string::npos) << err;
+  EXPECT_NE(err.find("V Add at test.cpp:10 writes where MTE3 DataCopy at test.cpp:40 reads"), std::string::npos) << err;
+}
+
+TEST(Sanitizer, ABarrierOfAllPipesOrdersEverything) {
+  const auto cfg = load("910b", {"sim.sanitize=true"});
+  StandaloneHost host(cfg);
+  CoreEngine e(cfg, aiv(), Mode::kTimingOnly, host);
+  e.issue(copy_in(0x1000, 0, 256));
+  Instr bar;
+  bar.op = Op::kBarrier;
+  bar.pipe = Pipe::kAll;
+  bar.sync.src = Pipe::kAll;
+  e.issue(bar);
+  e.issue(vadd(1, 0x3000, 0x1000, 0x2000));
+  EXPECT_EQ(finish_error(e), "");
+}
+
+TEST(Sanitizer, TheScalarUnitReadsVectorResultsOnlyAfterAFlagButOrdersWhatItIssuesLater) {
+  const auto cfg = load("910b", {"sim.sanitize=true"});
+  {
+    StandaloneHost host(cfg);
+    CoreEngine e(cfg, aiv(), Mode::kTimingOnly, host);
+    e.issue(vadd(1, 0x3000, 0x1000, 0x2000));
+    float v = 0;
+    e.scalar_read(Space::kUb, 0x3000, &v, 4, {"test.cpp", 50});
+    const std::string err = finish_error(e);
+    EXPECT_NE(err.find("S scalar access at test.cpp:50 reads what V Add at test.cpp:10 writes"), std::string::npos) << err;
+  }
+  {
+    // A scalar write, then an instruction issued after it reads the value: issue order is enough.
+    StandaloneHost host(cfg);
+    CoreEngine e(cfg, aiv(), Mode::kTimingOnly, host);
+    const float one = 1;
+    e.scalar_write(Space::kUb, 0x1000, &one, 4, {"test.cpp", 60});
+    e.issue(vadd(1, 0x3000, 0x1000, 0x2000));
+    EXPECT_EQ(finish_error(e), "");
+  }
+}
+
+TEST(Sanitizer, AFlagNeverWaitedForIsReportedUnlessExpectedToStaySet) {
+  for (bool expected : {false, true}) {
+    const auto cfg = load("910b", {"sim.sanitize=true"});
+    StandaloneHost host(cfg);
+    CoreEngine e(cfg, aiv(), Mode::kTimingOnly, host);
+    e.issue(flag(Op::kSetFlag, Pipe::kV, Pipe::kMte2, 3, 77));
+    if (expected) e.sanitizer()->forget_pending(Pipe::kV, Pipe::kMte2, 3);
+    const std::string err = finish_error(e);
+    if (expected) {
+      EXPECT_EQ(err, "");
+    } else {
+      EXPECT_NE(err.find("flag V->MTE2 id 3 set by V set_flag at kernel.cpp:77 is still set when the kernel ends"),
+                std::string::npos) << err;
+    }
+  }
+}
+
+}  // namespace
+}  // namespace npusim::hw::core
