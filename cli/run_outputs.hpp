@@ -8,32 +8,13 @@
 #include <string>
 #include <vector>
 
-#include "hw/chip/pipe_trace.hpp"
-#include "stack/runtime/runtime.hpp"
-#include "traces/chrome_trace.hpp"
+#include "stack/runtime/run_outputs.hpp"
 
 namespace npusim::cli {
 
 // "key=value" strings -> map; throws InputError naming a malformed one.
 std::map<std::string, std::string> parse_params(const std::vector<std::string>& kvs);
 
-class RunOutputs {
- public:
-  // Opens the trace file now (a bad path is an error before anything is simulated); empty paths mean no output.
-  RunOutputs(std::string trace, std::string summary, double core_hz);
-  // For the Device: one pipe tracer per core while tracing, none otherwise.
-  hw::chip::Chip::TraceFactory trace_factory();
-  // Writes the trace (runtime layout, docs/runtime.md) and the op summary; records both paths in `report`.
-  void finish(const stack::runtime::Device& dev, nlohmann::json& report);
-  bool tracing() const { return writer_ != nullptr; }
-  const std::string& trace_path() const { return trace_; }
-
- private:
-  std::string trace_, summary_;
-  double core_hz_;
-  std::unique_ptr<traces::ChromeTraceWriter> writer_;
-  std::vector<std::unique_ptr<hw::chip::PipeTrace>> tracers_;
-  std::map<std::uint32_t, hw::chip::PipeTrace*> cores_;
-};
+using stack::runtime::RunOutputs;
 
 }  // namespace npusim::cli

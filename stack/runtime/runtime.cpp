@@ -220,9 +220,83 @@ void Device::run(const std::function<void(Device&)>& host) {
   sc_core::sc_report_handler::set_actions("sc_stop has already been called", sc_core::SC_DO_NOTHING);
   sc_core::sc_start();
   if (host_error_) std::rethrow_exception(host_error_);
+  check_device_errors();
+  if (completed_ < next_task_) {
+    const std::string why = ts_->describe_stuck();
+    throw hw::core::KernelError("the device stopped with " + std::to_string(next_task_ - completed_) +
+                                " task(s) unfinished" + (why.empty() ? std::string() : ": " + why));
+  }
+}
+
+void Device::check_device_errors() {
   if (chip_->control_cpu().error()) std::rethrow_exception(chip_->control_cpu().error());
   for (std::size_t c = 0; c < chip_->core_count(); ++c)
     if (chip_->core(c).error()) std::rethrow_exception(chip_->core(c).error());
+}
+
+void Device::begin() {
+  if (phase_ != Phase::kIdle) throw std::logic_error("Device::begin: the device has already run");
+  phase_ = Phase::kStepping;
+  chip_->control_cpu().start([this](hw::chip::ControlCpu&) { ts_->run(); });
+  sc_core::sc_spawn([this] {
+    for (;;) {
+      while (!pending_ && !ending_) sc_core::wait(command_);
+      if (!pending_) break;
+      const std::function<void(Device&)> f = std::move(pending_);
+      pending_ = nullptr;
+      try {
+        f(*this);
+      } catch (const sc_core::sc_unwind_exception&) {
+        throw;
+      } catch (...) {
+        call_error_ = std::current_exception();
+      }
+      sc_core::sc_pause();
+    }
+    try {
+      synchronize();
+    } catch (const sc_core::sc_unwind_exception&) {
+      throw;
+    } catch (...) {
+      host_error_ = std::current_exception();
+      sc_core::sc_stop();
+    }
+  });
+  sc_core::sc_report_handler::set_actions(sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
+  sc_core::sc_report_handler::set_actions("sc_stop has already been called", sc_core::SC_DO_NOTHING);
+}
+
+void Device::call(const std::function<void(Device&)>& f) {
+  if (phase_ != Phase::kStepping) throw std::logic_error("Device::call outside begin() .. end()");
+  if (stopped_) throw hw::core::KernelError("the device stopped after an earlier error");
+  pending_ = f;
+  call_error_ = nullptr;
+  command_.notify(sc_core::SC_ZERO_TIME);
+  sc_core::sc_start();
+  if (sc_core::sc_get_status() != sc_core::SC_PAUSED) stopped_ = true;
+  try {
+    check_device_errors();
+  } catch (...) {
+    stopped_ = true;
+    throw;
+  }
+  if (call_error_) std::rethrow_exception(call_error_);
+  if (stopped_) {
+    const std::string why = ts_->describe_stuck();
+    throw hw::core::KernelError("the device stopped during the call" + (why.empty() ? std::string() : ": " + why));
+  }
+}
+
+void Device::end() {
+  if (phase_ != Phase::kStepping) throw std::logic_error("Device::end without begin()");
+  phase_ = Phase::kEnded;
+  if (stopped_) return;
+  ending_ = true;
+  command_.notify(sc_core::SC_ZERO_TIME);
+  sc_core::sc_start();
+  stopped_ = true;
+  if (host_error_) std::rethrow_exception(host_error_);
+  check_device_errors();
   if (completed_ < next_task_) {
     const std::string why = ts_->describe_stuck();
     throw hw::core::KernelError("the device stopped with " + std::to_string(next_task_ - completed_) +

@@ -43,6 +43,16 @@ class Device {
   // Runs `host` as the host program, then simulates until every task is done. One run per process (SystemC).
   void run(const std::function<void(Device&)>& host);
 
+  // Step by step, for a host program that is not a SystemC process (the ACL host API): begin() starts the firmware
+  // and a host thread; call(f) runs f on that thread and simulates until f returns (the device keeps what it was
+  // doing, and goes on with it in later calls), rethrowing what f threw; end() synchronises, lets the device
+  // finish and rethrows a device error. Simulated time passes only inside calls: the host program's own work
+  // between them takes none. Throws std::logic_error when used out of order or after run().
+  void begin();
+  void call(const std::function<void(Device&)>& f);
+  void end();
+  bool stopped() const { return stopped_; }  // a device error ended the simulation: no more calls
+
   // --- The API (call from inside the host program) ----------------------------------------------------------------
   std::uint64_t malloc(std::uint64_t bytes);
   void free(std::uint64_t addr);
@@ -101,6 +111,13 @@ class Device {
   std::unique_ptr<fw::ts::TaskRing> cq_;
   std::uint32_t next_task_ = 0, next_event_ = 0, completed_ = 0;
   std::exception_ptr host_error_;
+  void check_device_errors();
+  // Stepwise mode.
+  enum class Phase : std::uint8_t { kIdle, kStepping, kEnded } phase_ = Phase::kIdle;
+  std::function<void(Device&)> pending_;
+  bool ending_ = false, stopped_ = false;
+  std::exception_ptr call_error_;
+  sc_core::sc_event command_;
   std::function<void(std::uint32_t, std::uint32_t, double)> progress_;
 };
 

@@ -130,10 +130,65 @@ def test_outside_project_with_find_package_builds_and_runs(tmp_path):
     assert report(p)["check"]["passed"]
     deps = "".join(f.read_text() for f in pathlib.Path(os.environ["NPUSIM_CACHE_DIR"]).glob("kernels/*.deps"))
     assert str(prefix / "include" / "npusim" / "firmware" / "kernel" / "sdk" / "kernel_operator.h") in deps
+    # The host program (Ascend-sample style, acl/acl.h) with the kernel compiled in, linked with npusim::runtime.
+    env = {**os.environ, "NPUSIM_JSON": str(tmp_path / "host.json"), "NPUSIM_TRACE": str(tmp_path / "host_trace.json")}
+    p = subprocess.run([build / "add_host"], capture_output=True, text=True, env=env, timeout=120)
+    assert p.returncode == 0 and "0 of 16384 elements wrong" in p.stdout, p.stdout + p.stderr
+    host = json.loads((tmp_path / "host.json").read_text())
+    assert [t["name"] for t in host["tasks"] if t["type"] == "kernel"] == ["add_custom"]
+    # The same kernel, config and tiling through `npusim kernel`: the same cycles.
+    assert host["kernel"]["cycles"] == r["kernel"]["cycles"]
+    assert json.loads((tmp_path / "host_trace.json").read_text())["traceEvents"]
+    # A host program's mistakes come back as ACL error codes with a message, never a crash.
+    (project / "bad_host.cpp").write_text(BAD_HOST)
+    with open(project / "CMakeLists.txt", "a") as f:
+        f.write("add_executable(bad_host bad_host.cpp add_custom.cpp)\ntarget_link_libraries(bad_host PRIVATE npusim::runtime)\n")
+    for cmd in (["cmake", "-S", project, "-B", build], ["cmake", "--build", build, "--target", "bad_host"]):
+        q = subprocess.run(list(map(str, cmd)), capture_output=True, text=True)
+        assert q.returncode == 0, q.stdout + q.stderr
+    p = subprocess.run([build / "bad_host"], capture_output=True, text=True, timeout=120)
+    assert p.returncode == 0, p.stdout + p.stderr
+    lines = dict(l.split(": ", 1) for l in p.stdout.splitlines())
+    assert lines["memcpy past destMax"] == "100000" and "exceeds destMax" in p.stderr
+    assert lines["memcpy to host memory as device"] == "507000" and "is not device memory" in p.stderr
+    assert lines["free of a host pointer"] == "507000"
+    assert lines["kernel past its buffers"] == "507000" and "outside every tensor launched with the kernel" in p.stderr
+    assert lines["after the device stopped"] == "507000" and "the device stopped" in p.stderr
     # pkg-config gives the flags for a build without CMake.
     pc = subprocess.run(["pkg-config", "--cflags", "npusim"], capture_output=True, text=True,
                         env={**os.environ, "PKG_CONFIG_PATH": str(prefix / "lib" / "pkgconfig")})
     assert pc.returncode == 0 and "kernel/sdk" in pc.stdout
+
+
+BAD_HOST = textwrap.dedent("""\
+    #include <cstdio>
+    #include "acl/acl.h"
+    #include "kernel_operator.h"
+    extern "C" __global__ __aicore__ void add_custom(GM_ADDR x, GM_ADDR y, GM_ADDR z, GM_ADDR tiling);
+    struct AddTiling { uint32_t totalLength, tileNum; };
+    int main() {
+      aclInit(nullptr);
+      aclrtSetDevice(0);
+      uint8_t *x, *y, *z, *t;
+      aclrtMalloc((void**)&x, 4096, ACL_MEM_MALLOC_HUGE_FIRST);
+      aclrtMalloc((void**)&y, 4096, ACL_MEM_MALLOC_HUGE_FIRST);
+      aclrtMalloc((void**)&z, 4096, ACL_MEM_MALLOC_HUGE_FIRST);
+      aclrtMalloc((void**)&t, sizeof(AddTiling), ACL_MEM_MALLOC_HUGE_FIRST);
+      char host[8192] = {};
+      std::printf("memcpy past destMax: %d\\n", aclrtMemcpy(x, 4096, host, 8192, ACL_MEMCPY_HOST_TO_DEVICE));
+      std::printf("memcpy to host memory as device: %d\\n", aclrtMemcpy(host + 4096, 4096, host, 64, ACL_MEMCPY_HOST_TO_DEVICE));
+      std::printf("free of a host pointer: %d\\n", aclrtFree(host));
+      const AddTiling tiling{1u << 20, 64};  // tiles of 16 KiB from 4 KiB buffers
+      aclrtMemcpy(t, sizeof tiling, &tiling, sizeof tiling, ACL_MEMCPY_HOST_TO_DEVICE);
+      aclError e = ACLRT_LAUNCH_KERNEL(add_custom)(1, nullptr, x, y, z, t);
+      if (e == ACL_SUCCESS) e = aclrtSynchronizeDevice();
+      std::printf("kernel past its buffers: %d\\n", e);
+      std::printf("after the device stopped: %d\\n", aclrtMemcpy(x, 4096, host, 64, ACL_MEMCPY_HOST_TO_DEVICE));
+      aclrtResetDevice(0);
+      aclFinalize();
+      return 0;
+    }
+    """)
 
 
 def expect_error(proc, *needles):
