@@ -390,6 +390,9 @@ def test_sanitize_reports_a_queue_buffer_never_freed_and_a_deadlock_names_pipe_f
      "--arg", "z=out:fp16:8x16384", "--tiling", "totalLength=131072,tileNum=8", "--tiling-schema", ADD / "tiling.json"],
     ["kernel", SOFTMAX / "softmax_custom.cpp", "--block-dim", 4, "--arg", "x=random:fp16:8x4000",
      "--arg", "y=out:fp16:8x4000", "--tiling", "rows=8,cols=4000", "--tiling-schema", SOFTMAX / "tiling.json"],
+    ["kernel", EXAMPLES / "matmul_cube" / "matmul_custom.cpp", "--type", "cube", "--block-dim", 2,
+     "--arg", "a=random:fp16:128x256", "--arg", "b=random:fp16:256x256", "--arg", "c=out:fp16:128x256",
+     "--tiling", "M=128,N=256,K=256,baseM=128,baseN=128,baseK=64", "--tiling-schema", EXAMPLES / "matmul_cube" / "tiling.json"],
     ["kernel", "vector_add"], ["kernel", "matmul_tile"], ["kernel", "pipeline_demo"],
     ["op", "softmax", "-p", "shape=64x4096"], ["op", "layernorm", "-p", "shape=8x40000"],
     ["op", "rope", "-p", "shape=2x128x128"], ["op", "add", "-p", "shape=1024x1000", "-p", "shape_b=1000"],
@@ -403,3 +406,72 @@ def test_sanitize_passes_the_examples_samples_and_library_ops_silently(cmd):
     r = report(npusim(*cmd, "--sanitize", *extra, "--json"))
     if extra:
         assert r["check"]["passed"]
+
+
+MATMUL = EXAMPLES / "matmul_cube"
+MIX = EXAMPLES / "matmul_relu_mix"
+
+
+def matmul_case(tmp_path, M, N, K):
+    rng = np.random.default_rng(M + N + K)
+    a = rng.uniform(-1, 1, (M, K)).astype(np.float16)
+    b = rng.uniform(-1, 1, (K, N)).astype(np.float16)
+    np.save(tmp_path / "a.npy", a)
+    np.save(tmp_path / "b.npy", b)
+    return a.astype(np.float64) @ b.astype(np.float64)  # fp16 inputs, exact products and sums
+
+
+@pytest.mark.parametrize("config", ["910b", "310p"])
+def test_matmul_cube_example_matches_numpy(tmp_path, config):
+    M, N, K, bm, bn, bk = 256, 384, 512, 128, 128, 64
+    ref = matmul_case(tmp_path, M, N, K)
+    np.save(tmp_path / "ref.npy", ref.astype(np.float16))
+    r = report(npusim("kernel", MATMUL / "matmul_custom.cpp", "--config", config, "--type", "cube",
+                      "--block-dim", (M // bm) * (N // bn), "--arg", f"a={tmp_path / 'a.npy'}", "--arg",
+                      f"b={tmp_path / 'b.npy'}", "--arg", f"c=out:fp16:{M}x{N}",
+                      "--tiling", f"M={M},N={N},K={K},baseM={bm},baseN={bn},baseK={bk}",
+                      "--tiling-schema", MATMUL / "tiling.json", "--check", tmp_path / "ref.npy", "--json"))
+    # fp16 output: one rounding of a value up to ~20 in magnitude (the default fp16 tolerance covers it).
+    assert r["check"]["passed"], r["check"]
+    assert r["kernel"]["pipes"]["cube"] > 0 and r["overlap"]["mte2_cube"] > 0.5  # copies under the Mmads
+
+
+def test_mix_example_matches_numpy_on_cube_and_vector_cores(tmp_path):
+    M, N, K, bm, bn, bk = 256, 256, 256, 128, 128, 64
+    ref = np.maximum(matmul_case(tmp_path, M, N, K), 0)
+    np.save(tmp_path / "ref.npy", ref.astype(np.float16))
+    args = ["--type", "mix", "--block-dim", 4, "--arg", f"a={tmp_path / 'a.npy'}", "--arg", f"b={tmp_path / 'b.npy'}",
+            "--arg", f"c=out:fp16:{M}x{N}", "--arg", f"ws=zeros:fp16:{M}x{N}",
+            "--tiling", f"M={M},N={N},K={K},baseM={bm},baseN={bn},baseK={bk}", "--tiling-schema", MIX / "tiling.json"]
+    r = report(npusim("kernel", MIX / "matmul_relu_custom.cpp", *args, "--check", f"c={tmp_path / 'ref.npy'}",
+                      "--sanitize", "--json"))
+    assert r["check"]["passed"], r["check"]
+    assert r["kernel"]["cores"] == 12  # 4 blocks of 1 AIC + 2 AIV
+    assert r["kernel"]["pipes"]["cube"] > 0 and r["kernel"]["pipes"]["vector"] > 0
+    # On a coupled chip there are no cross-core flags: a clear error naming the call and line.
+    expect_error(npusim("kernel", MIX / "matmul_relu_custom.cpp", "--config", "310p", *args),
+                 "CrossCoreWaitFlag(id 1) at matmul_relu_custom.cpp:", "need a split chip")
+
+
+# Every library op, small enough to be quick, in functional mode under the checker.
+EVERY_OP = [
+    *[[op, "-p", "shape=64x4096"] for op in ["add", "sub", "mul", "div", "relu", "gelu", "gelu_tanh", "silu", "exp",
+                                              "log", "sqrt", "abs", "neg", "reciprocal", "sigmoid", "tanh", "erf",
+                                              "softmax", "log_softmax", "layernorm", "add_layernorm", "rmsnorm",
+                                              "reduce_sum", "reduce_mean", "reduce_max"]],
+    ["softmax", "-p", "shape=8x40000"], ["layernorm", "-p", "shape=8x40000"], ["reduce_sum", "-p", "shape=64x512", "-p", "axis=0"],
+    ["swiglu", "-p", "shape=64x8192"], ["rope", "-p", "shape=2x128x128"], ["rope_interleaved", "-p", "shape=2x128x128"],
+    ["cast", "-p", "shape=64x4096", "-p", "to=fp32"], ["transpose", "-p", "shape=512x768"],
+    ["slice", "-p", "shape=64x4096", "-p", "starts=0,16", "-p", "ends=64,4000", "-p", "steps=1,2"],
+    ["concat", "-p", "shapes=64x128,64x256", "-p", "axis=1"], ["split", "-p", "shape=64x384", "-p", "axis=1", "-p", "sizes=128,256"],
+    ["expand", "-p", "shape=1x4096", "-p", "to=64x4096"], ["fused_elementwise", "-p", "expr=mul(silu(x0),x1)", "-p", "shape=64x4096"],
+    ["matmul", "-p", "M=256", "-p", "N=256", "-p", "K=256", "-p", "B=2", "-p", "trans_b=1"],
+    ["flash_attention", "-p", "B=1", "-p", "N=2", "-p", "S=256", "-p", "D=128", "-p", "causal=1"],
+]
+
+
+@pytest.mark.parametrize("config", ["910b", "310p"])
+def test_sanitize_passes_every_library_op(config):
+    for op in EVERY_OP:
+        p = npusim("op", *op, "--config", config, "--sanitize", "--check")
+        assert p.returncode == 0, (config, op, p.stderr)
