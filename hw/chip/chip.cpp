@@ -49,7 +49,7 @@ Chip::Chip(const config::ChipConfig& cfg, core::Mode mode, const TraceFactory& t
   }
   for (std::size_t i = 0; i < slots.size(); ++i) {
     core::CoreIdentity id{static_cast<std::uint32_t>(i), slots[i].kind, slots[i].name, 0};
-    core::AiCore::Env env{&cfg_, &clock_, gm_.get(), mode_ == core::Mode::kFunctional ? &memory_ : nullptr,
+    core::AiCore::Env env{&cfg_, &clock_, gm_.get(), &memory_,
                           hub_.get(), mode_, trace ? trace(id) : nullptr};
     cores_.push_back(std::make_unique<core::AiCore>(slots[i].name.c_str(), id, env));
   }

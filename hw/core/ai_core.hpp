@@ -23,7 +23,7 @@ class AiCore : public sc_core::sc_module, private CoreHost {
     const config::ChipConfig* cfg;
     const Clock* clock;
     mem::GmPort* gm;
-    mem::DeviceMemory* memory;  // null in timing-only mode
+    mem::DeviceMemory* memory;  // in timing-only mode too: the host's writes (tiling data) hold values there
     CrossCoreHub* hub;          // null on coupled chips
     Mode mode;
     TraceSink* trace = nullptr;

@@ -292,9 +292,11 @@ void CoreEngine::scalar_read(Space s, std::uint64_t addr, void* out, std::uint64
   }
   if (s == Space::kGm) check_gm_bounds(in, Pipe::kS, "scalar read", addr, bytes);
   else if (san_) san_->on_scalar_access(s, addr, bytes, false, where);
-  if (mode_ != Mode::kFunctional) std::memset(out, 0, bytes);
-  else if (s == Space::kGm) host_.device_memory()->read(addr, out, bytes);
-  else std::memcpy(out, local_[static_cast<int>(s)].data() + addr, bytes);
+  // GM holds the host's data in every mode (a kernel's tiling struct steers its control flow); local buffers hold
+  // values in functional mode only.
+  if (s == Space::kGm && host_.device_memory()) host_.device_memory()->read(addr, out, bytes);
+  else if (s != Space::kGm && mode_ == Mode::kFunctional) std::memcpy(out, local_[static_cast<int>(s)].data() + addr, bytes);
+  else std::memset(out, 0, bytes);
 }
 
 void CoreEngine::scalar_write(Space s, std::uint64_t addr, const void* in_bytes, std::uint64_t bytes,

@@ -54,7 +54,8 @@ class CoreHost {
   virtual std::uint64_t now() const = 0;             // global time in core cycles
   virtual void sync(std::uint64_t cycle) = 0;        // advance global time to `cycle` (>= now())
   virtual mem::GmPort& gm() = 0;
-  virtual mem::DeviceMemory* device_memory() = 0;    // null in timing-only mode
+  // Null for hosts without one. In timing-only mode only what the host wrote (e.g. tiling data) holds values.
+  virtual mem::DeviceMemory* device_memory() = 0;
   virtual CrossCoreHub* cross_core() = 0;            // null when the chip has none
   // Block until a cross-core count arrives for this core, or until `until` if given.
   virtual void wait_cross(std::optional<std::uint64_t> until) = 0;

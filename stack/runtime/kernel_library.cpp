@@ -13,7 +13,7 @@
 #include <filesystem>
 #include <fstream>
 #include <iostream>
-#include <regex>
+#include <cctype>
 #include <set>
 #include <sstream>
 
@@ -203,14 +203,41 @@ std::vector<std::string> sdk_include_dirs() {
 std::vector<std::string> global_functions(const std::string& source_path) {
   std::string text;
   if (!read_file(source_path, text)) throw InputError(source_path + ": cannot read the kernel source");
-  // Comments out, then every `__global__ ... name(`.
-  text = std::regex_replace(text, std::regex(R"(//[^\n]*)"), "");
-  text = std::regex_replace(text, std::regex(R"(/\*[\s\S]*?\*/)"), "");
+  // Comments and string literals out (a plain scan; std::regex is slow on big sources), then every
+  // `__global__ ... name(` with no ';', '{' or '}' in between.
+  std::string code;
+  code.reserve(text.size());
+  for (std::size_t i = 0; i < text.size(); ++i) {
+    if (text.compare(i, 2, "//") == 0) {
+      while (i < text.size() && text[i] != '\n') ++i;
+      code += '\n';
+    } else if (text.compare(i, 2, "/*") == 0) {
+      const std::size_t e = text.find("*/", i + 2);
+      i = e == std::string::npos ? text.size() : e + 1;
+      code += ' ';
+    } else if (text[i] == '"') {
+      for (++i; i < text.size() && text[i] != '"'; ++i)
+        if (text[i] == '\\') ++i;
+      code += "\"\"";
+    } else {
+      code += text[i];
+    }
+  }
+  const auto ident = [](char c) { return std::isalnum(static_cast<unsigned char>(c)) || c == '_'; };
   std::vector<std::string> names;
-  const std::regex decl(R"(__global__[^;{}()]*?\b([A-Za-z_]\w*)\s*\()");
-  for (auto it = std::sregex_iterator(text.begin(), text.end(), decl); it != std::sregex_iterator(); ++it) {
-    const std::string n = (*it)[1].str();
-    if (std::find(names.begin(), names.end(), n) == names.end()) names.push_back(n);
+  for (std::size_t at = code.find("__global__"); at != std::string::npos; at = code.find("__global__", at + 10)) {
+    if ((at > 0 && ident(code[at - 1])) || (at + 10 < code.size() && ident(code[at + 10]))) continue;
+    const std::size_t paren = code.find_first_of("(;{}", at + 10);
+    if (paren == std::string::npos || code[paren] != '(') continue;
+    std::size_t e = paren;
+    while (e > at && std::isspace(static_cast<unsigned char>(code[e - 1]))) --e;
+    std::size_t b = e;
+    while (b > at && ident(code[b - 1])) --b;
+    const std::string n = code.substr(b, e - b);
+    if (!n.empty() && n != "__global__" && !std::isdigit(static_cast<unsigned char>(n[0])) &&
+        std::find(names.begin(), names.end(), n) == names.end()) {
+      names.push_back(n);
+    }
   }
   return names;
 }

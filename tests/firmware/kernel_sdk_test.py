@@ -475,3 +475,35 @@ def test_sanitize_passes_every_library_op(config):
     for op in EVERY_OP:
         p = npusim("op", *op, "--config", config, "--sanitize", "--check")
         assert p.returncode == 0, (config, op, p.stderr)
+
+
+def test_tiling_read_by_getvalue_steers_the_kernel_in_timing_only_mode_too(tmp_path):
+    # The tiling struct holds its values in every mode, so the timed scalar read (GlobalTensor::GetValue) sees them.
+    k = tmp_path / "loops.cpp"
+    k.write_text(textwrap.dedent("""\
+        #include "kernel_operator.h"
+        extern "C" __global__ __aicore__ void loops(GM_ADDR x, GM_ADDR tiling) {
+          AscendC::GlobalTensor<uint32_t> t;
+          t.SetGlobalBuffer((__gm__ uint32_t*)tiling, 1);
+          const uint32_t n = t.GetValue(0);
+          AscendC::TPipe pipe;
+          AscendC::TBuf<AscendC::TPosition::VECCALC> b;
+          pipe.InitBuffer(b, 4096);
+          AscendC::LocalTensor<half> v = b.Get<half>();
+          for (uint32_t i = 0; i < n; i++) AscendC::Abs(v, v, 2048);
+        }
+        """))
+    (tmp_path / "schema.json").write_text('{"fields": [{"name": "n", "type": "uint32"}]}')
+    instrs = {}
+    for n in (1, 2, 5):
+        r = report(npusim("kernel", k, "--arg", "x=zeros:fp16:16", "--tiling", f"n={n}", "--tiling-schema",
+                          tmp_path / "schema.json", "--json"))
+        assert r["sim"]["mode"] == "timing"
+        instrs[n] = r["sim"]["instructions"]
+    # The same instructions per loop iteration (zeros read back would run no iteration at all).
+    assert instrs[2] > instrs[1] and instrs[5] - instrs[1] == 4 * (instrs[2] - instrs[1])
+
+
+def test_an_unknown_sample_name_lists_every_sample_and_the_file_form():
+    p = npusim("kernel", "no_such_kernel")
+    expect_error(p, "no sample kernel named 'no_such_kernel'", "pipeline_demo", "vector_add", "a .cpp or .so path")
