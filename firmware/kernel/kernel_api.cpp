@@ -37,6 +37,20 @@ EventPipes event_pipes(HardEvent e) {
     case HardEvent::S_FIX: return {PIPE_S, PIPE_FIX};
     case HardEvent::FIX_MTE2: return {PIPE_FIX, PIPE_MTE2};
     case HardEvent::MTE2_FIX: return {PIPE_MTE2, PIPE_FIX};
+    case HardEvent::MTE1_V: return {PIPE_MTE1, PIPE_V};
+    case HardEvent::V_MTE1: return {PIPE_V, PIPE_MTE1};
+    case HardEvent::MTE2_M: return {PIPE_MTE2, PIPE_M};
+    case HardEvent::M_MTE2: return {PIPE_M, PIPE_MTE2};
+    case HardEvent::MTE3_MTE1: return {PIPE_MTE3, PIPE_MTE1};
+    case HardEvent::MTE1_MTE3: return {PIPE_MTE1, PIPE_MTE3};
+    case HardEvent::M_S: return {PIPE_M, PIPE_S};
+    case HardEvent::S_M: return {PIPE_S, PIPE_M};
+    case HardEvent::FIX_MTE3: return {PIPE_FIX, PIPE_MTE3};
+    case HardEvent::MTE3_FIX: return {PIPE_MTE3, PIPE_FIX};
+    case HardEvent::MTE1_FIX: return {PIPE_MTE1, PIPE_FIX};
+    case HardEvent::FIX_MTE1: return {PIPE_FIX, PIPE_MTE1};
+    case HardEvent::V_V: return {PIPE_V, PIPE_V};
+    case HardEvent::FIX_FIX: return {PIPE_FIX, PIPE_FIX};
   }
   return {PIPE_S, PIPE_S};
 }

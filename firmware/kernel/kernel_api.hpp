@@ -62,6 +62,8 @@ inline hw::isa::Pipe to_pipe(pipe_t p) { return static_cast<hw::isa::Pipe>(p); }
 enum class HardEvent : std::uint8_t {
   MTE2_V, V_MTE2, V_MTE3, MTE3_V, MTE2_MTE1, MTE1_MTE2, MTE1_M, M_MTE1, M_FIX, FIX_M, M_V, V_M,
   MTE2_S, S_MTE2, V_S, S_V, MTE3_S, S_MTE3, MTE3_MTE2, MTE2_MTE3, FIX_S, S_FIX, FIX_MTE2, MTE2_FIX,
+  MTE1_V, V_MTE1, MTE2_M, M_MTE2, MTE3_MTE1, MTE1_MTE3, M_S, S_M, FIX_MTE3, MTE3_FIX, MTE1_FIX, FIX_MTE1,
+  V_V, FIX_FIX,  // Ascend C names them; a flag between a pipe and itself is refused when issued
 };
 struct EventPipes {
   pipe_t src, dst;
@@ -303,6 +305,7 @@ struct DataCopyExtParams {  // blockLen in bytes; GM-side stride in bytes, UB-si
   std::uint32_t blockLen = 0;
   std::uint32_t srcStride = 0;
   std::uint32_t dstStride = 0;
+  std::uint32_t rsv = 0;  // reserved, as in Ascend C
 };
 template <class T>
 struct DataCopyPadExtParams {

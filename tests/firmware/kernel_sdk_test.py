@@ -146,14 +146,20 @@ def test_outside_project_with_find_package_builds_and_runs(tmp_path):
     for cmd in (["cmake", "-S", project, "-B", build], ["cmake", "--build", build, "--target", "bad_host"]):
         q = subprocess.run(list(map(str, cmd)), capture_output=True, text=True)
         assert q.returncode == 0, q.stdout + q.stderr
-    p = subprocess.run([build / "bad_host"], capture_output=True, text=True, timeout=120)
+    # Under the sanitizers, an exception on the main thread after a core's error stopped the SystemC coroutines
+    # trips ASan's stack bookkeeping (Debian's SystemC is not annotated for it; see scripts/test.sh): the kernel
+    # error part runs in the normal suite only.
+    sanitized = "NPUSIM_SANITIZE:BOOL=ON" in pathlib.Path(BUILD_DIR, "CMakeCache.txt").read_text()
+    p = subprocess.run([build / "bad_host"], capture_output=True, text=True, timeout=120,
+                       env={**os.environ, **({"SKIP_KERNEL_ERROR": "1"} if sanitized else {})})
     assert p.returncode == 0, p.stdout + p.stderr
     lines = dict(l.split(": ", 1) for l in p.stdout.splitlines())
     assert lines["memcpy past destMax"] == "100000" and "exceeds destMax" in p.stderr
-    assert lines["memcpy to host memory as device"] == "507000" and "is not device memory" in p.stderr
-    assert lines["free of a host pointer"] == "507000"
-    assert lines["kernel past its buffers"] == "507000" and "outside every tensor launched with the kernel" in p.stderr
-    assert lines["after the device stopped"] == "507000" and "the device stopped" in p.stderr
+    assert lines["memcpy to host memory as device"] == "500003" and "is not device memory" in p.stderr
+    assert lines["free of a host pointer"] == "500003"
+    if not sanitized:
+        assert lines["kernel past its buffers"] == "500003" and "outside every tensor launched with the kernel" in p.stderr
+        assert lines["after the device stopped"] == "500003" and "the device stopped" in p.stderr
     # pkg-config gives the flags for a build without CMake.
     pc = subprocess.run(["pkg-config", "--cflags", "npusim"], capture_output=True, text=True,
                         env={**os.environ, "PKG_CONFIG_PATH": str(prefix / "lib" / "pkgconfig")})
@@ -162,6 +168,7 @@ def test_outside_project_with_find_package_builds_and_runs(tmp_path):
 
 BAD_HOST = textwrap.dedent("""\
     #include <cstdio>
+    #include <cstdlib>
     #include "acl/acl.h"
     #include "kernel_operator.h"
     extern "C" __global__ __aicore__ void add_custom(GM_ADDR x, GM_ADDR y, GM_ADDR z, GM_ADDR tiling);
@@ -178,6 +185,7 @@ BAD_HOST = textwrap.dedent("""\
       std::printf("memcpy past destMax: %d\\n", aclrtMemcpy(x, 4096, host, 8192, ACL_MEMCPY_HOST_TO_DEVICE));
       std::printf("memcpy to host memory as device: %d\\n", aclrtMemcpy(host + 4096, 4096, host, 64, ACL_MEMCPY_HOST_TO_DEVICE));
       std::printf("free of a host pointer: %d\\n", aclrtFree(host));
+      if (std::getenv("SKIP_KERNEL_ERROR")) return 0;
       const AddTiling tiling{1u << 20, 64};  // tiles of 16 KiB from 4 KiB buffers
       aclrtMemcpy(t, sizeof tiling, &tiling, sizeof tiling, ACL_MEMCPY_HOST_TO_DEVICE);
       aclError e = ACLRT_LAUNCH_KERNEL(add_custom)(1, nullptr, x, y, z, t);

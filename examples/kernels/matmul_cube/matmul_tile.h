@@ -58,6 +58,7 @@ class KernelMatmul {
     na.dValue = t_.baseK;
     na.srcDValue = t_.K;
     na.dstNzC0Stride = t_.baseM;
+    na.dstNzNStride = 1;
     AscendC::DataCopy(a1, aGm_[k0], na);
     AscendC::Nd2NzParams nb;  // B tile: baseK rows of baseN, row stride N
     nb.ndNum = 1;
@@ -65,6 +66,7 @@ class KernelMatmul {
     nb.dValue = t_.baseN;
     nb.srcDValue = t_.N;
     nb.dstNzC0Stride = t_.baseK;
+    nb.dstNzNStride = 1;
     AscendC::DataCopy(b1, bGm_[static_cast<uint64_t>(k0) * t_.N], nb);
     qA1_.EnQue(a1);
     qB1_.EnQue(b1);

@@ -7,8 +7,10 @@
 constexpr uint16_t kTileReady = 1;
 
 __aicore__ inline void ReluRows(GM_ADDR workspace, GM_ADDR c, const MatmulTiling& t) {
+  // Each AIV has its own index (block x 2 + sub-block): the tile is its AIC's.
+  const uint32_t tileIdx = AscendC::GetBlockIdx() / AscendC::GetTaskRation();
   const uint32_t tilesN = t.N / t.baseN;
-  const uint32_t mi = AscendC::GetBlockIdx() / tilesN, ni = AscendC::GetBlockIdx() % tilesN;
+  const uint32_t mi = tileIdx / tilesN, ni = tileIdx % tilesN;
   const uint32_t rows = t.baseM / AscendC::GetSubBlockNum();
   const uint64_t first = (static_cast<uint64_t>(mi) * t.baseM + AscendC::GetSubBlockIdx() * rows) * t.N + ni * t.baseN;
   AscendC::GlobalTensor<half> wsGm, cGm;

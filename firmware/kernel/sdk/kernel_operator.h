@@ -58,6 +58,8 @@ enum event_t : std::int32_t { EVENT_ID0, EVENT_ID1, EVENT_ID2, EVENT_ID3, EVENT_
 #define KERNEL_TYPE_AIC_ONLY 1
 #define KERNEL_TYPE_MIX_AIC_1_1 2
 #define KERNEL_TYPE_MIX_AIC_1_2 3
+#define KERNEL_TYPE_MIX_AIC_1_0 4
+#define KERNEL_TYPE_MIX_AIV_1_0 5
 #define KERNEL_TASK_TYPE_DEFAULT(type) ((void)(type))
 // On a coupled core (Cube and Vector in one) both hold.
 #define ASCEND_IS_AIV (!::npusim::fw::kernel::IsAic())
@@ -93,10 +95,21 @@ class TQueBind : public TQue<src == TPosition::GM ? dst : src, depth> {};
 // --- Block queries and synchronisation ----------------------------------------------------------------------------
 using k::CrossCoreSetFlag;
 using k::CrossCoreWaitFlag;
-using k::GetBlockIdx;
-using k::GetBlockNum;
 using k::GetSubBlockIdx;
 using k::GetSubBlockNum;
+
+// In a mix kernel each vector core has its own index: [0, GetBlockNum()) on a cube core, [0, GetBlockNum() x 2)
+// on its vector cores (the block's index x GetTaskRation() + GetSubBlockIdx()); elsewhere the block's index.
+inline std::int64_t GetTaskRation() { return k::IsAiv() ? static_cast<std::int64_t>(k::GetSubBlockNum()) : 1; }
+inline std::int64_t GetBlockIdx() {
+  return static_cast<std::int64_t>(k::GetBlockIdx()) * GetTaskRation() + k::GetSubBlockIdx();
+}
+inline std::int64_t GetBlockNum() { return k::GetBlockNum(); }
+// CrossCoreWaitFlag<modeId, pipe>(id): the pipe that waits (PIPE_S: the scalar unit, nothing later is issued).
+template <std::uint8_t modeId = 0, pipe_t pipe = PIPE_S>
+void CrossCoreWaitFlag(std::uint16_t id, SourceLoc where = here()) {
+  k::cross_core_wait_flag(id, pipe == PIPE_S ? PIPE_ALL : pipe, where);
+}
 using k::HardEvent;
 using k::PipeBarrier;
 using k::SetFlag;
@@ -108,7 +121,25 @@ using k::DataCopyExtParams;
 using k::DataCopyPad;
 using k::DataCopyPadExtParams;
 using k::DataCopyParams;
-using k::Nd2NzParams;
+
+// Nd2NzParams in Ascend C's field order and defaults; one ND matrix with consecutive NZ rows is modelled.
+struct Nd2NzParams {
+  std::uint16_t ndNum = 0, nValue = 0, dValue = 0, srcNdMatrixStride = 0, srcDValue = 0, dstNzC0Stride = 0,
+                dstNzNStride = 0, dstNzMatrixStride = 0;
+  Nd2NzParams() = default;
+  Nd2NzParams(std::uint16_t ndNum_, std::uint16_t nValue_, std::uint16_t dValue_, std::uint16_t srcNdMatrixStride_,
+              std::uint16_t srcDValue_, std::uint16_t dstNzC0Stride_, std::uint16_t dstNzNStride_,
+              std::uint16_t dstNzMatrixStride_)
+      : ndNum(ndNum_), nValue(nValue_), dValue(dValue_), srcNdMatrixStride(srcNdMatrixStride_), srcDValue(srcDValue_),
+        dstNzC0Stride(dstNzC0Stride_), dstNzNStride(dstNzNStride_), dstNzMatrixStride(dstNzMatrixStride_) {}
+};
+template <class T>
+void DataCopy(const LocalTensor<T>& dst, const GlobalTensor<T>& src, const Nd2NzParams& p, SourceLoc where = here()) {
+  if (p.ndNum != 1 || p.dstNzNStride != 1) {
+    k::detail::bad_param("DataCopy(Nd2NzParams)", "only ndNum = 1 with dstNzNStride = 1 is modelled", where);
+  }
+  k::DataCopy(dst, src, k::Nd2NzParams{1, p.nValue, p.dValue, 0, p.srcDValue, p.dstNzC0Stride, 1, 0}, where);
+}
 
 // DataCopyPad's older form: blockLen in bytes, strides as in DataCopyExtParams.
 struct DataCopyPadParams {
@@ -138,9 +169,6 @@ using k::Abs;
 using k::Add;
 using k::Adds;
 using k::BinaryRepeatParams;
-using k::BlockReduceMax;
-using k::BlockReduceMin;
-using k::BlockReduceSum;
 using k::Brcb;
 using k::BrcbRepeatParams;
 using k::Cast;
@@ -164,20 +192,38 @@ using k::Sqrt;
 using k::Sub;
 using k::Transpose;  // one 16x16 matrix of 16-bit elements
 using k::UnaryRepeatParams;
-using k::WholeReduceMin;
 using k::WholeReduceSum;
 
 enum class ReduceOrder : std::uint8_t { ORDER_VALUE_INDEX, ORDER_INDEX_VALUE, ORDER_ONLY_VALUE, ORDER_ONLY_INDEX };
-// WholeReduceMax writes the maximum of each repeat; only the value (ORDER_ONLY_VALUE) is modelled.
-template <class T>
-void WholeReduceMax(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::uint64_t mask, std::uint8_t repeat,
-                    std::uint32_t dstRepStride, std::uint16_t srcBlkStride, std::uint8_t srcRepStride,
-                    ReduceOrder order = ReduceOrder::ORDER_ONLY_VALUE, SourceLoc where = here()) {
-  if (order != ReduceOrder::ORDER_ONLY_VALUE) {
-    k::detail::bad_param("WholeReduceMax", "only ReduceOrder::ORDER_ONLY_VALUE is modelled (no index output)", where);
+// WholeReduceMax/Min: the maximum (minimum) of each repeat. Ascend C's default order writes value and index pairs,
+// which is not modelled: pass ReduceOrder::ORDER_ONLY_VALUE.
+#define NPUSIM_WHOLE_REDUCE_ORDERED(Name)                                                                          \
+  template <class T>                                                                                              \
+  void Name(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::uint64_t mask, std::uint8_t repeat,        \
+            std::uint32_t dstRepStride, std::uint16_t srcBlkStride, std::uint8_t srcRepStride,                    \
+            ReduceOrder order = ReduceOrder::ORDER_VALUE_INDEX, SourceLoc where = here()) {                       \
+    if (order != ReduceOrder::ORDER_ONLY_VALUE) {                                                                 \
+      k::detail::bad_param(#Name, "only ReduceOrder::ORDER_ONLY_VALUE is modelled (no index output; the default " \
+                                  "ORDER_VALUE_INDEX writes value/index pairs)", where);                          \
+    }                                                                                                             \
+    k::Name(dst, src, mask, repeat, dstRepStride, srcBlkStride, srcRepStride, where);                             \
   }
-  k::WholeReduceMax(dst, src, mask, repeat, dstRepStride, srcBlkStride, srcRepStride, where);
-}
+NPUSIM_WHOLE_REDUCE_ORDERED(WholeReduceMax)
+NPUSIM_WHOLE_REDUCE_ORDERED(WholeReduceMin)
+#undef NPUSIM_WHOLE_REDUCE_ORDERED
+
+// BlockReduceSum/Max/Min in Ascend C's argument order (repeat before mask).
+#define NPUSIM_BLOCK_REDUCE(Name)                                                                                  \
+  template <class T>                                                                                              \
+  void Name(const LocalTensor<T>& dst, const LocalTensor<T>& src, std::int32_t repeat, std::uint64_t mask,        \
+            std::int32_t dstRepStride, std::int32_t srcBlkStride, std::int32_t srcRepStride, SourceLoc where = here()) { \
+    k::Name(dst, src, mask, static_cast<std::uint8_t>(repeat), static_cast<std::uint32_t>(dstRepStride),          \
+            static_cast<std::uint16_t>(srcBlkStride), static_cast<std::uint8_t>(srcRepStride), where);            \
+  }
+NPUSIM_BLOCK_REDUCE(BlockReduceSum)
+NPUSIM_BLOCK_REDUCE(BlockReduceMax)
+NPUSIM_BLOCK_REDUCE(BlockReduceMin)
+#undef NPUSIM_BLOCK_REDUCE
 
 namespace detail {
 // Level-2 reductions: whole-repeat reductions into `work`, again over their results, until one value is left in
@@ -258,8 +304,8 @@ void Select(const LocalTensor<T>& dst, const LocalTensor<U>& selMask, const Loca
 // The parameter structs in Ascend C's field order (positional initialisation means what it means there).
 struct LoadData2DParams {
   std::uint16_t startIndex = 0;
-  std::uint8_t repeatTimes = 1;
-  std::uint16_t srcStride = 1;
+  std::uint8_t repeatTimes = 0;
+  std::uint16_t srcStride = 0;
   std::uint8_t sid = 0;
   std::uint16_t dstGap = 0;
   bool ifTranspose = false;
@@ -287,8 +333,12 @@ struct MmadParams {
   bool cmatrixSource = false;
   bool cmatrixInitVal = true;
   MmadParams() = default;
-  MmadParams(std::uint16_t m_, std::uint16_t n_, std::uint16_t k_, bool isBias_ = false, std::int32_t fmOffset_ = 0,
-             bool enSsparse_ = false, bool enWinogradA_ = false, bool enWinogradB_ = false)
+  MmadParams(std::uint16_t m_, std::uint16_t n_, std::uint16_t k_) : m(m_), n(n_), k(k_) {}
+  MmadParams(std::uint16_t m_, std::uint16_t n_, std::uint16_t k_, std::uint8_t unitFlag_, bool cmatrixSource_,
+             bool cmatrixInitVal_)
+      : m(m_), n(n_), k(k_), unitFlag(unitFlag_), cmatrixSource(cmatrixSource_), cmatrixInitVal(cmatrixInitVal_) {}
+  MmadParams(std::uint16_t m_, std::uint16_t n_, std::uint16_t k_, bool isBias_, std::int32_t fmOffset_,
+             bool enSsparse_, bool enWinogradA_, bool enWinogradB_)
       : m(m_), n(n_), k(k_), isBias(isBias_), fmOffset(fmOffset_), enSsparse(enSsparse_), enWinogradA(enWinogradA_),
         enWinogradB(enWinogradB_) {}
 };
@@ -297,13 +347,13 @@ inline k::MmadParams to_internal(const MmadParams& p, SourceLoc where) {
   if (p.fmOffset != 0 || p.enSsparse || p.enWinogradA || p.enWinogradB || p.cmatrixSource) {
     k::detail::bad_param("Mmad", "fmOffset, sparsity, Winograd and cmatrixSource are not modelled", where);
   }
-  return k::MmadParams{p.m, p.n, p.k, p.cmatrixInitVal, false};
+  // isBias (deprecated in Ascend C) accumulates onto what L0C holds: C += A*B.
+  return k::MmadParams{p.m, p.n, p.k, p.cmatrixInitVal && !p.isBias, false};
 }
 }  // namespace detail
 template <class Acc, class In>
 void Mmad(const LocalTensor<Acc>& c, const LocalTensor<In>& a, const LocalTensor<In>& b, const MmadParams& p,
           SourceLoc where = here()) {
-  if (p.isBias) k::detail::bad_param("Mmad", "isBias needs the bias form Mmad(c, a, b, bias, params)", where);
   k::Mmad(c, a, b, detail::to_internal(p, where), where);
 }
 template <class Acc, class In>
@@ -323,6 +373,14 @@ struct FixpipeParamsV220 {
   bool reluEn = false;
   std::uint8_t unitFlag = 0;
   bool isChannelSplit = false;
+  // Ascend C's constructor order (reluEn fifth).
+  FixpipeParamsV220(std::uint16_t nSize_ = 0, std::uint16_t mSize_ = 0, std::uint16_t srcStride_ = 0,
+                    std::uint32_t dstStride_ = 0, bool reluEn_ = false, QuantMode_t quantPre_ = QuantMode_t::NoQuant,
+                    std::uint64_t deqScalar_ = 0, std::uint16_t ndNum_ = 1, std::uint16_t srcNdStride_ = 0,
+                    std::uint16_t dstNdStride_ = 0, std::uint8_t unitFlag_ = 0, bool isChannelSplit_ = false)
+      : nSize(nSize_), mSize(mSize_), srcStride(srcStride_), dstStride(dstStride_), quantPre(quantPre_),
+        deqScalar(deqScalar_), ndNum(ndNum_), srcNdStride(srcNdStride_), dstNdStride(dstNdStride_), reluEn(reluEn_),
+        unitFlag(unitFlag_), isChannelSplit(isChannelSplit_) {}
 };
 enum class CO2Layout : std::uint8_t { NZ, ROW_MAJOR };
 struct FixpipeConfig {
@@ -346,8 +404,8 @@ void Fixpipe(const GlobalTensor<T>& dst, const LocalTensor<U>& src, const Fixpip
   if (config.format != CO2Layout::ROW_MAJOR) k::detail::bad_param("Fixpipe", "to GM only CFG_ROW_MAJOR is modelled", where);
   k::Fixpipe(dst, src, detail::to_internal(p, where), where);
 }
-// L0C -> L1, NZ.
-template <class T, class U, const FixpipeConfig& config = CFG_NZ>
+// L0C -> L1, NZ (Ascend C's default config is CFG_ROW_MAJOR here too: name CFG_NZ).
+template <class T, class U, const FixpipeConfig& config = CFG_ROW_MAJOR>
 void Fixpipe(const LocalTensor<T>& dst, const LocalTensor<U>& src, const FixpipeParamsV220& p, SourceLoc where = here()) {
   if (config.format != CO2Layout::NZ) k::detail::bad_param("Fixpipe", "to L1 only CFG_NZ is modelled", where);
   k::Fixpipe(dst, src, detail::to_internal(p, where), where);

@@ -24,8 +24,8 @@ typedef void* aclrtEvent;
 #define ACL_ERROR_INVALID_PARAM 100000
 #define ACL_ERROR_UNINITIALIZE 100001
 #define ACL_ERROR_REPEAT_INITIALIZE 100002
-#define ACL_ERROR_INVALID_DEVICE 107001
-#define ACL_ERROR_RT_FAILURE 507000
+#define ACL_ERROR_INVALID_DEVICE 200002
+#define ACL_ERROR_RT_FAILURE 500003
 
 typedef enum aclrtMemcpyKind {
   ACL_MEMCPY_HOST_TO_HOST,
@@ -85,16 +85,20 @@ uint64_t to_word(A a) {
   }
 }
 
+// A launch argument: void* for a GM_ADDR parameter (as Ascend's generated aclrtlaunch_NAME takes), the type itself
+// for a scalar one.
+template <class P>
+using launch_arg_t = std::conditional_t<std::is_pointer_v<P>, void*, P>;
+
 template <auto F>
 struct Launcher;
 template <class... P, void (*F)(P...)>
 struct Launcher<F> {
   const char* name;
-  // The kernel's own parameter types: a wrong count or type of argument is a compile error, as with Ascend's
-  // generated launch header.
-  aclError operator()(uint32_t blockDim, aclrtStream stream, P... args) const {
+  // A wrong count or type of argument is a compile error, as with Ascend's generated launch header.
+  aclError operator()(uint32_t blockDim, aclrtStream stream, launch_arg_t<P>... args) const {
     static const EntryInfo info = Entry<F>::info(name);
-    const uint64_t words[sizeof...(P) + 1] = {to_word<P>(args)..., 0};
+    const uint64_t words[sizeof...(P) + 1] = {to_word<launch_arg_t<P>>(args)..., 0};
     return npusim_acl_launch(&info, blockDim, stream, words, static_cast<uint32_t>(sizeof...(P)));
   }
 };
