@@ -27,6 +27,23 @@ namespace npusim::cli {
 
 namespace samples = fw::kernel::samples;
 
+void print_kernel_report(const nlohmann::json& report) {
+  const nlohmann::json& kernel = report["kernel"];
+  std::cout << "  kernel      " << kernel["cycles"].get<std::uint64_t>() << " cycles, " << kernel["time_us"].get<double>()
+            << " us on " << kernel["cores"].get<std::uint32_t>() << " core(s)\n";
+  std::cout << "  device      " << report["time_us"].get<double>() << " us for " << report["tasks"].size()
+            << " tasks (copies in and out, launch)\n";
+  if (kernel.contains("efficiency")) std::cout << "  efficiency  " << kernel["efficiency"].get<double>() << " of peak\n";
+  std::cout << "  pipes busy ";
+  for (auto& [k, v] : kernel["pipes"].items()) std::cout << " " << k << "=" << v.get<double>();
+  std::cout << "\n  overlap    ";
+  for (auto& [k, v] : report["overlap"].items()) std::cout << " " << k << "=" << v.get<double>();
+  std::cout << "\n";
+  if (report.contains("check"))
+    std::cout << "  check       " << (report["check"]["passed"].get<bool>() ? "passed" : "FAILED") << " (max abs err "
+              << report["check"]["max_abs_err"].get<double>() << ")\n";
+}
+
 std::string describe_kernels() {
   std::ostringstream os;
   os << "  pipeline_demo: C chunks host -> device -> kernel -> host on S streams, through the runtime\n"
@@ -134,7 +151,6 @@ int run_kernel_command(const KernelOptions& opts) {
   kernel["name"] = opts.name;
   kernel["params"] = values;
   const double kernel_cycles = kernel["cycles"].get<double>();
-  const std::uint32_t cores_used = kernel["cores"].get<std::uint32_t>();
   for (const auto& [k, v] : run.facts) kernel[k] = v;
   if (run.facts.count("ideal_cycles") && kernel_cycles > 0) kernel["efficiency"] = run.facts.at("ideal_cycles") / kernel_cycles;
   if (run.facts.count("macs") && kernel_cycles > 0) kernel["macs_per_cycle"] = run.facts.at("macs") / kernel_cycles;
@@ -163,19 +179,7 @@ int run_kernel_command(const KernelOptions& opts) {
     std::cout << std::fixed << std::setprecision(3);
     std::cout << "kernel " << opts.name << " on " << loaded.chip.name << " ("
               << (mode == hw::core::Mode::kFunctional ? "functional" : "timing-only") << ")\n";
-    std::cout << "  kernel      " << kernel["cycles"].get<std::uint64_t>() << " cycles, " << kernel["time_us"].get<double>()
-              << " us on " << cores_used << " core(s)\n";
-    std::cout << "  device      " << report["time_us"].get<double>() << " us for " << report["tasks"].size()
-              << " tasks (copies in and out, launch)\n";
-    if (kernel.contains("efficiency")) std::cout << "  efficiency  " << kernel["efficiency"].get<double>() << " of peak\n";
-    std::cout << "  pipes busy ";
-    for (auto& [k, v] : kernel["pipes"].items()) std::cout << " " << k << "=" << v.get<double>();
-    std::cout << "\n  overlap    ";
-    for (auto& [k, v] : report["overlap"].items()) std::cout << " " << k << "=" << v.get<double>();
-    std::cout << "\n";
-    if (report.contains("check"))
-      std::cout << "  check       " << (report["check"]["passed"].get<bool>() ? "passed" : "FAILED")
-                << " (max abs err " << report["check"]["max_abs_err"].get<double>() << ")\n";
+    print_kernel_report(report);
     if (run_outputs.tracing()) std::cout << "  trace       " << opts.trace << "\n";
   }
   if (status) std::cerr << "npusim: error: kernel " << opts.name << ": output does not match the CPU reference\n";

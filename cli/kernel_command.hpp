@@ -3,6 +3,7 @@
 #pragma once
 
 #include <cstdint>
+#include <nlohmann/json.hpp>
 #include <string>
 #include <vector>
 
@@ -37,6 +38,8 @@ int run_user_kernel_command(const KernelOptions& opts);
 
 // Returns the process exit status: 0, or 3 when --check found a mismatch. Throws InputError for bad input.
 int run_kernel_command(const KernelOptions& opts);
+// The text report's kernel lines (cycles, device time, efficiency, pipes, overlap, check) of a run_report.
+void print_kernel_report(const nlohmann::json& report);
 // The list of sample kernels with their parameters (for --help and `npusim kernel --list`).
 std::string describe_kernels();
 

@@ -491,18 +491,7 @@ int run_user_kernel_command(const KernelOptions& opts) {
     std::cout << std::fixed << std::setprecision(3);
     std::cout << "kernel " << entry.name << " (" << opts.name << ") on " << loaded.chip.name << ", " << opts.block_dim
               << " block(s) (" << (functional ? "functional" : "timing-only") << ")\n";
-    std::cout << "  kernel      " << kernel["cycles"].get<std::uint64_t>() << " cycles, " << kernel["time_us"].get<double>()
-              << " us on " << kernel["cores"].get<std::uint32_t>() << " core(s)\n";
-    std::cout << "  device      " << report["time_us"].get<double>() << " us for " << report["tasks"].size()
-              << " tasks (copies in and out, launch)\n";
-    std::cout << "  pipes busy ";
-    for (auto& [k, v] : kernel["pipes"].items()) std::cout << " " << k << "=" << v.get<double>();
-    std::cout << "\n  overlap    ";
-    for (auto& [k, v] : report["overlap"].items()) std::cout << " " << k << "=" << v.get<double>();
-    std::cout << "\n";
-    if (report.contains("check"))
-      std::cout << "  check       " << (report["check"]["passed"].get<bool>() ? "passed" : "FAILED") << " (max abs err "
-                << report["check"]["max_abs_err"].get<double>() << ")\n";
+    print_kernel_report(report);
     if (!opts.outputs.empty()) std::cout << "  outputs     " << opts.outputs << "\n";
     if (run_outputs.tracing()) std::cout << "  trace       " << opts.trace << "\n";
   }

@@ -202,7 +202,7 @@ void Device::memcpy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t byte
 }
 
 void Device::run(const std::function<void(Device&)>& host) {
-  chip_->control_cpu().start([this](hw::chip::ControlCpu&) { ts_->run(); });
+  start_firmware();
   sc_core::sc_spawn([this, &host] {
     try {
       host(*this);
@@ -214,11 +214,19 @@ void Device::run(const std::function<void(Device&)>& host) {
       sc_core::sc_stop();
     }
   });
+  sc_core::sc_start();
+  check_finished();
+}
+
+void Device::start_firmware() {
+  chip_->control_cpu().start([this](hw::chip::ControlCpu&) { ts_->run(); });
   sc_core::sc_report_handler::set_actions(sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
   // After a failure several processes may stop the simulation; SystemC's warning about the second stop would land
   // on stdout (which carries the --json report), and the first stop's error says what happened.
   sc_core::sc_report_handler::set_actions("sc_stop has already been called", sc_core::SC_DO_NOTHING);
-  sc_core::sc_start();
+}
+
+void Device::check_finished() {
   if (host_error_) std::rethrow_exception(host_error_);
   check_device_errors();
   if (completed_ < next_task_) {
@@ -237,7 +245,7 @@ void Device::check_device_errors() {
 void Device::begin() {
   if (phase_ != Phase::kIdle) throw std::logic_error("Device::begin: the device has already run");
   phase_ = Phase::kStepping;
-  chip_->control_cpu().start([this](hw::chip::ControlCpu&) { ts_->run(); });
+  start_firmware();
   sc_core::sc_spawn([this] {
     for (;;) {
       while (!pending_ && !ending_) sc_core::wait(command_);
@@ -262,8 +270,6 @@ void Device::begin() {
       sc_core::sc_stop();
     }
   });
-  sc_core::sc_report_handler::set_actions(sc_core::SC_INFO, sc_core::SC_DO_NOTHING);
-  sc_core::sc_report_handler::set_actions("sc_stop has already been called", sc_core::SC_DO_NOTHING);
 }
 
 void Device::call(const std::function<void(Device&)>& f) {
@@ -295,13 +301,7 @@ void Device::end() {
   command_.notify(sc_core::SC_ZERO_TIME);
   sc_core::sc_start();
   stopped_ = true;
-  if (host_error_) std::rethrow_exception(host_error_);
-  check_device_errors();
-  if (completed_ < next_task_) {
-    const std::string why = ts_->describe_stuck();
-    throw hw::core::KernelError("the device stopped with " + std::to_string(next_task_ - completed_) +
-                                " task(s) unfinished" + (why.empty() ? std::string() : ": " + why));
-  }
+  check_finished();
 }
 
 }  // namespace npusim::stack::runtime

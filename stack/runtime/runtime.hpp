@@ -111,7 +111,9 @@ class Device {
   std::unique_ptr<fw::ts::TaskRing> cq_;
   std::uint32_t next_task_ = 0, next_event_ = 0, completed_ = 0;
   std::exception_ptr host_error_;
+  void start_firmware();    // the task scheduler on the control CPU, SystemC's reports quietened
   void check_device_errors();
+  void check_finished();    // after the simulation ended: the host's error, a device error, or unfinished tasks
   // Stepwise mode.
   enum class Phase : std::uint8_t { kIdle, kStepping, kEnded } phase_ = Phase::kIdle;
   std::function<void(Device&)> pending_;
