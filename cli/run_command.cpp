@@ -15,15 +15,12 @@
 #include <nlohmann/json.hpp>
 
 #include "cli/npy.hpp"
-#include "cli/run_outputs.hpp"
 #include "cli/tensor_data.hpp"
 #include "common/config/loader.hpp"
 #include "common/util/error.hpp"
 #include "stack/framework/onnx_import.hpp"
-#include "stack/graph/execute.hpp"
+#include "stack/framework/session.hpp"
 #include "stack/graph/lower.hpp"
-#include "stack/graph/passes/passes.hpp"
-#include "stack/runtime/timeline.hpp"
 
 namespace npusim::cli {
 
@@ -62,31 +59,12 @@ std::string file_of(const std::string& dir, const std::string& name) {
 
 int run_model_command(const RunOptions& opts) {
   const config::LoadedConfig loaded = config::load_config(opts.config, opts.sets);
-  stack::framework::ImportedModel model = stack::framework::import_onnx(opts.model, parse_dims(opts.dims));
-  graph::Graph& g = model.graph;
-  const std::size_t nodes_before = g.live_nodes();
-  std::vector<std::pair<std::string, int>> fired;
-  if (!opts.no_fusion) {
-    try {
-      fired = graph::passes::run_all(g);
-    } catch (const graph::GraphError& e) {
-      throw InputError(opts.model + ": a pass left the graph invalid: " + e.what());
-    }
-  }
-  const std::vector<std::string> unsupported = stack::framework::unsupported_nodes(g, graph::supported_op_types());
-  if (!unsupported.empty()) {
-    std::string list;
-    for (const auto& u : unsupported) list += (list.empty() ? "" : ", ") + u;
-    throw InputError(opts.model + ": " + std::to_string(unsupported.size()) + " node(s) with ops npusim does not run: " + list);
-  }
-  graph::Program program;
-  try {
-    program = graph::lower(g);
-  } catch (const InputError& e) {
-    throw InputError(opts.model + ": " + e.what());
-  }
-  // Every step is planned (tiling, shapes) before anything is simulated.
-  const graph::Executor executor(program, loaded.chip, opts.streams);
+  stack::framework::CompileOptions copts;
+  copts.dims = parse_dims(opts.dims);
+  copts.fusion = !opts.no_fusion;
+  copts.streams = opts.streams;
+  const stack::framework::Model model = stack::framework::Model::from_file(opts.model, loaded.chip, copts);
+  const graph::Program& program = model.program();
   const hw::core::Mode mode = opts.functional ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
 
   if ((!opts.inputs_dir.empty() || !opts.outputs_dir.empty()) && !opts.functional)
@@ -135,8 +113,7 @@ int run_model_command(const RunOptions& opts) {
       inputs.push_back(std::move(bytes));
     }
   }
-  RunOutputs outputs(opts.trace, opts.summary, loaded.chip.clock.core_hz);
-  stack::runtime::Device dev(loaded.chip, mode, outputs.trace_factory());
+  stack::framework::Session session(loaded, mode, opts.trace, opts.summary);
   const auto t0 = std::chrono::steady_clock::now();
   // Progress on stderr: on a terminal one line rewritten at most twice a second, with --progress elsewhere a line
   // at most every second; the final state always ends the report.
@@ -144,7 +121,7 @@ int run_model_command(const RunOptions& opts) {
   double shown_at = -1;
   std::string line, shown;
   if (progress) {
-    dev.on_progress([&](std::uint32_t done, std::uint32_t submitted, double device_ns) {
+    session.on_progress([&](std::uint32_t done, std::uint32_t submitted, double device_ns) {
       const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
       std::ostringstream os;
       os << std::fixed << std::setprecision(3) << "npusim run: " << done << "/" << submitted << " tasks done, "
@@ -156,88 +133,39 @@ int run_model_command(const RunOptions& opts) {
       std::cerr << (tty ? "\r" + line : line + "\n") << std::flush;
     });
   }
-  const graph::Execution ex = executor.run(dev, inputs);
-  const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  stack::framework::RunResult result = session.run(model, inputs);
   if (progress && !line.empty()) std::cerr << (tty ? "\r" + line + "\n" : line == shown ? "" : line + "\n") << std::flush;
-
-  nlohmann::json report = stack::runtime::run_report(dev, wall);
-  nlohmann::json passes_json = nlohmann::json::object();
-  for (const auto& [name, count] : fired) passes_json[name] = count;
-  report["model"] = {{"file", opts.model}, {"opset", model.opset}, {"producer", model.producer}, {"adapted_nodes", model.adapted}};
-  // The model's load (constants copied in) and one execution (inputs in, kernels, outputs out) as separate spans.
-  double load_end = 0, exec_start = 1e300, exec_end = 0;
-  for (const auto& t : dev.tasks()) {
-    if (t.task_id < ex.first_execute_task) {
-      load_end = std::max(load_end, t.end_ns);
-    } else {
-      exec_start = std::min(exec_start, t.fetched_ns);
-      exec_end = std::max(exec_end, t.end_ns);
-    }
-  }
-  if (exec_end < exec_start) exec_start = exec_end = 0;
-  const double exec_ns = exec_end - exec_start;
-  report["graph"] = {{"folded", model.folded},
-                     {"load_us", load_end / 1e3},
-                     {"execute_us", exec_ns / 1e3},
-                     {"execute_cycles", static_cast<std::uint64_t>(exec_ns * 1e-9 * loaded.chip.clock.core_hz)},
-                     {"nodes_before", nodes_before},
-                     {"nodes_after", g.live_nodes()},
-                     {"fusion", !opts.no_fusion},
-                     {"passes", passes_json},
-                     {"kernels", program.steps.size()},
-                     {"peak_device_bytes", ex.device_bytes},
-                     {"constant_bytes", ex.constant_bytes},
-                     {"arena_bytes", ex.arena_bytes},
-                     {"unplanned_device_bytes", ex.naive_bytes},
-                     {"streams", ex.streams},
-                     {"steps", ex.steps}};
-  if (opts.functional) {
-    nlohmann::json outs = nlohmann::json::array();
+  nlohmann::json& report = result.report;
+  if (!opts.outputs_dir.empty()) {
     for (std::size_t k = 0; k < program.outputs.size(); ++k) {
       const graph::ProgramTensor& t = program.tensors[static_cast<std::size_t>(program.outputs[k])];
-      double sum = 0, max_abs = 0;
-      const std::uint64_t n = ops::elements(t.desc.shape);
-      bool finite = true;
-      for (std::uint64_t i = 0; i < n; ++i) {
-        const double v = element(ex.outputs[k], t.desc.dtype, i);
-        finite = finite && std::isfinite(v);
-        sum += v;
-        max_abs = std::max(max_abs, std::abs(v));
-      }
-      outs.push_back({{"name", t.name}, {"shape", ops::shape_string(t.desc.shape)},
-                      {"dtype", std::string(hw::isa::dtype_name(t.desc.dtype))}, {"mean", n ? sum / static_cast<double>(n) : 0.0},
-                      {"max_abs", max_abs}, {"finite", finite}});
-    }
-    report["outputs"] = outs;
-    if (!opts.outputs_dir.empty()) {
-      for (std::size_t k = 0; k < program.outputs.size(); ++k) {
-        const graph::ProgramTensor& t = program.tensors[static_cast<std::size_t>(program.outputs[k])];
-        const std::string npy = file_of(opts.outputs_dir, t.name);
-        write_npy(npy, NpyArray{t.desc.dtype, t.desc.shape, ex.outputs[k]});
-        graph::Tensor pb;
-        pb.type = graph::elem_type_of(t.desc.dtype);
-        for (auto d : t.desc.shape) pb.shape.push_back(static_cast<std::int64_t>(d));
-        pb.bytes = ex.outputs[k];
-        stack::framework::write_tensor_pb(npy.substr(0, npy.size() - 4) + ".pb", t.name, pb);
-      }
+      const std::string npy = file_of(opts.outputs_dir, t.name);
+      write_npy(npy, NpyArray{t.desc.dtype, t.desc.shape, result.outputs[k]});
+      graph::Tensor pb;
+      pb.type = graph::elem_type_of(t.desc.dtype);
+      for (auto d : t.desc.shape) pb.shape.push_back(static_cast<std::int64_t>(d));
+      pb.bytes = result.outputs[k];
+      stack::framework::write_tensor_pb(npy.substr(0, npy.size() - 4) + ".pb", t.name, pb);
     }
   }
-  outputs.finish(dev, report);
+  session.finish(&report);
   if (opts.json) {
     std::cout << report.dump(2) << "\n";
     return 0;
   }
+  const nlohmann::json& g = report["graph"];
   std::cout << std::fixed << std::setprecision(3) << "run " << opts.model << " on " << loaded.chip.name << ": "
-            << nodes_before << " nodes (" << model.folded << " more folded at import) -> " << g.live_nodes() << " after fusion -> "
-            << program.steps.size() << " kernels\n";
-  for (const auto& [name, count] : fired) std::cout << "  pass        " << name << " fired " << count << " time(s)\n";
-  std::cout << "  execute     " << report["graph"]["execute_cycles"].get<std::uint64_t>() << " cycles, " << exec_ns / 1e3
-            << " us on " << ex.streams << " stream(s) (inputs in, kernels, outputs out)\n";
+            << model.nodes_before() << " nodes (" << g["folded"].get<std::int64_t>() << " more folded at import) -> "
+            << g["nodes_after"].get<std::size_t>() << " after fusion -> " << program.steps.size() << " kernels\n";
+  for (const auto& [name, count] : model.passes_fired()) std::cout << "  pass        " << name << " fired " << count << " time(s)\n";
+  std::cout << "  execute     " << g["execute_cycles"].get<std::uint64_t>() << " cycles, " << g["execute_us"].get<double>()
+            << " us on " << g["streams"].get<std::uint32_t>() << " stream(s) (inputs in, kernels, outputs out)\n";
   std::cout << "  device      " << report["cycles"].get<std::uint64_t>() << " cycles, " << report["time_us"].get<double>()
-            << " us in all, with the model's load (constants in: " << load_end / 1e3 << " us)\n";
-  std::cout << "  memory      " << ex.device_bytes << " B of device memory at the peak (" << ex.constant_bytes
-            << " B constants + " << ex.arena_bytes << " B activation arena; " << ex.naive_bytes << " B without reuse)\n";
-  if (outputs.tracing()) std::cout << "  trace       " << opts.trace << "\n";
+            << " us in all, with the model's load (constants in: " << g["load_us"].get<double>() << " us)\n";
+  std::cout << "  memory      " << g["peak_device_bytes"].get<std::uint64_t>() << " B of device memory at the peak ("
+            << g["constant_bytes"].get<std::uint64_t>() << " B constants + " << g["arena_bytes"].get<std::uint64_t>()
+            << " B activation arena; " << g["unplanned_device_bytes"].get<std::uint64_t>() << " B without reuse)\n";
+  if (report.contains("trace")) std::cout << "  trace       " << opts.trace << "\n";
   return 0;
 }
 

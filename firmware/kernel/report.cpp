@@ -14,7 +14,21 @@ namespace {
 constexpr Pipe kOrder[] = {Pipe::kS, Pipe::kMte1, Pipe::kMte2, Pipe::kMte3, Pipe::kM, Pipe::kV, Pipe::kFix};
 }  // namespace
 
-nlohmann::json launch_report(const LaunchResult& r, const hw::chip::Chip& chip, const std::string& op) {
+MemorySnapshot memory_snapshot(const hw::chip::Chip& chip) {
+  MemorySnapshot s;
+  if (const hw::mem::MemorySystem* ms = chip.memory_system()) {
+    s.hbm = ms->hbm().stats();
+    s.l2 = ms->l2().stats();
+    s.totals = ms->totals();
+  } else {
+    s.gm_read_bytes = chip.gm().read_bytes();
+    s.gm_write_bytes = chip.gm().write_bytes();
+  }
+  return s;
+}
+
+nlohmann::json launch_report(const LaunchResult& r, const hw::chip::Chip& chip, const std::string& op,
+                             const MemorySnapshot* since) {
   const double hz = chip.config().clock.core_hz;
   const std::uint64_t cycles = r.end - r.start;
   nlohmann::json j;
@@ -91,17 +105,36 @@ nlohmann::json launch_report(const LaunchResult& r, const hw::chip::Chip& chip, 
 
   const double seconds = static_cast<double>(cycles) / hz;
   nlohmann::json mem;
+  const MemorySnapshot zero, &base = since ? *since : zero;
   if (const hw::mem::MemorySystem* ms = chip.memory_system()) {
-    const hw::mem::HbmStats& h = ms->hbm().stats();
+    hw::mem::HbmStats h = ms->hbm().stats();
+    h.read_bytes -= base.hbm.read_bytes;
+    h.write_bytes -= base.hbm.write_bytes;
+    h.bursts -= base.hbm.bursts;
+    h.row_hits -= base.hbm.row_hits;
+    h.activates -= base.hbm.activates;
+    h.refreshes -= base.hbm.refreshes;
+    std::vector<hw::mem::SliceStats> l2 = ms->l2().stats();
+    for (std::size_t i = 0; i < l2.size() && i < base.l2.size(); ++i) {
+      l2[i].hits -= base.l2[i].hits;
+      l2[i].misses -= base.l2[i].misses;
+      l2[i].evictions -= base.l2[i].evictions;
+      l2[i].writebacks -= base.l2[i].writebacks;
+      l2[i].bytes -= base.l2[i].bytes;
+    }
     std::uint64_t hits = 0, misses = 0, l2_bytes = 0;
-    for (const auto& sl : ms->l2().stats()) {
+    for (const auto& sl : l2) {
       hits += sl.hits;
       misses += sl.misses;
       l2_bytes += sl.bytes;
     }
-    const auto& t = ms->totals();
+    hw::mem::MemoryTotals t = ms->totals();
+    t.read_bytes -= base.totals.read_bytes;
+    t.write_bytes -= base.totals.write_bytes;
+    t.reads -= base.totals.reads;
+    t.read_latency_cycles -= base.totals.read_latency_cycles;
     nlohmann::json slices = nlohmann::json::array();
-    for (const auto& sl : ms->l2().stats())
+    for (const auto& sl : l2)
       slices.push_back({{"hits", sl.hits}, {"misses", sl.misses}, {"evictions", sl.evictions},
                         {"writebacks", sl.writebacks}, {"bytes", sl.bytes}});
     mem = {{"model", "detailed"},
@@ -119,7 +152,7 @@ nlohmann::json launch_report(const LaunchResult& r, const hw::chip::Chip& chip, 
            {"hbm_activates", h.activates},
            {"l2_slices", slices}};
   } else {
-    const auto rd = chip.gm().read_bytes(), wr = chip.gm().write_bytes();
+    const auto rd = chip.gm().read_bytes() - base.gm_read_bytes, wr = chip.gm().write_bytes() - base.gm_write_bytes;
     mem = {{"model", "simple"},
            {"hbm_read_bytes", rd},
            {"hbm_write_bytes", wr},

@@ -35,13 +35,35 @@ Executor::Executor(const Program& p, const config::ChipConfig& chip, std::uint32
 }
 
 Execution Executor::run(runtime::Device& dev, const std::vector<std::vector<std::uint8_t>>& inputs) const {
+  check_inputs(dev, inputs);
   Execution ex;
-  const bool functional = dev.chip().mode() == hw::core::Mode::kFunctional;
-  if (functional && inputs.size() != p_.inputs.size())
-    throw InputError("the program takes " + std::to_string(p_.inputs.size()) + " inputs, " + std::to_string(inputs.size()) + " given");
   dev.run([&](runtime::Device& d) {
     std::vector<runtime::Stream> streams;
-    for (std::uint32_t k = 0; k < streams_.streams; ++k) streams.push_back(d.create_stream());
+    ex = enqueue(d, inputs, streams, false);
+  });
+  return ex;
+}
+
+void Executor::check_inputs(const runtime::Device& dev, const std::vector<std::vector<std::uint8_t>>& inputs) const {
+  if (dev.chip().mode() != hw::core::Mode::kFunctional) return;
+  if (inputs.size() != p_.inputs.size())
+    throw InputError("the program takes " + std::to_string(p_.inputs.size()) + " inputs, " + std::to_string(inputs.size()) + " given");
+  for (std::size_t k = 0; k < inputs.size(); ++k) {
+    const ProgramTensor& t = p_.tensors[static_cast<std::size_t>(p_.inputs[k])];
+    if (inputs[k].size() != t.desc.bytes())
+      throw InputError("input '" + t.name + "': " + std::to_string(inputs[k].size()) + " bytes given, " +
+                       ops::shape_string(t.desc.shape) + " " + std::string(hw::isa::dtype_name(t.desc.dtype)) + " takes " +
+                       std::to_string(t.desc.bytes()));
+  }
+}
+
+Execution Executor::enqueue(runtime::Device& d, const std::vector<std::vector<std::uint8_t>>& inputs,
+                            std::vector<runtime::Stream>& pool, bool release) const {
+  Execution ex;
+  const bool functional = d.chip().mode() == hw::core::Mode::kFunctional;
+  {
+    while (pool.size() < streams_.streams) pool.push_back(d.create_stream());
+    const std::vector<runtime::Stream> streams(pool.begin(), pool.begin() + streams_.streams);
     ex.streams = streams_.streams;
     const runtime::Stream s0 = streams[0];
     const std::uint64_t constants = d.malloc(std::max<std::uint64_t>(memory_.constant_bytes, MemoryPlan::kAlign));
@@ -98,7 +120,11 @@ Execution Executor::run(runtime::Device& dev, const std::vector<std::vector<std:
       d.memcpy_async(functional ? ex.outputs[k].data() : nullptr, addr[i], p_.tensors[i].desc.bytes(), s0);
     }
     d.synchronize();
-  });
+    if (release) {
+      d.free(arena);
+      d.free(constants);
+    }
+  }
   return ex;
 }
 

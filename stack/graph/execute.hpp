@@ -39,6 +39,15 @@ class Executor {
   // Runs on the device. In functional mode (the device's), `inputs` holds the graph inputs' bytes and the outputs
   // come back; in timing-only mode only sizes move.
   Execution run(runtime::Device& dev, const std::vector<std::vector<std::uint8_t>>& inputs) const;
+  // Throws InputError when the device is functional and `inputs` do not match the program's inputs in count and size.
+  void check_inputs(const runtime::Device& dev, const std::vector<std::vector<std::uint8_t>>& inputs) const;
+  // The same run from inside a host program (Device::run or Device::call): submits everything and synchronises.
+  // The run uses the first streams of `pool`, which it extends when it holds fewer than the plan needs (a device
+  // that runs on keeps one pool: streams are a limited resource). With `release` the run's device memory is freed
+  // afterwards.
+  Execution enqueue(runtime::Device& d, const std::vector<std::vector<std::uint8_t>>& inputs,
+                    std::vector<runtime::Stream>& pool, bool release) const;
+  const Program& program() const { return p_; }
 
  private:
   const Program& p_;

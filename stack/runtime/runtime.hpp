@@ -79,6 +79,7 @@ class Device {
   void memcpy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t bytes, Stream s);
   double now_ns() const { return sc_core::sc_time_stamp().to_seconds() * 1e9; }
 
+  AllocatorStats memory_stats() const { return allocator_->stats(); }  // device memory in use, peak, capacity
   hw::chip::Chip& chip() { return *chip_; }
   const hw::chip::Chip& chip() const { return *chip_; }
   const std::vector<fw::ts::TaskRecord>& tasks() const { return ts_->records(); }

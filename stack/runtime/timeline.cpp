@@ -145,12 +145,17 @@ void write_op_summary(const std::string& path, const Device& dev) {
   csv.flush();
 }
 
-nlohmann::json runtime_report(const Device& dev) {
+ReportWindow window_from_now(const Device& dev, const fw::kernel::MemorySnapshot& memory) {
+  return ReportWindow{dev.submitted(), dev.api_calls().size(), &memory};
+}
+
+nlohmann::json runtime_report(const Device& dev, const ReportWindow& window) {
   const Device& d = dev;
   const double hz = d.chip().config().clock.core_hz;
   double first = 1e300, last = 0;
   nlohmann::json tasks = nlohmann::json::array();
   for (const auto& t : dev.tasks()) {
+    if (t.task_id < window.first_task) continue;
     first = std::min(first, t.fetched_ns);
     last = std::max(last, t.end_ns);
     const PipeUse u = pipe_use(t);
@@ -167,7 +172,8 @@ nlohmann::json runtime_report(const Device& dev) {
   j["cycles"] = static_cast<std::uint64_t>(std::max(0.0, last - first) * 1e-9 * hz);
   j["time_us"] = std::max(0.0, last - first) / 1e3;
   j["tasks"] = tasks;
-  j["host"] = {{"api_calls", dev.api_calls().size()},
+  const std::size_t calls = dev.api_calls().size() - std::min(dev.api_calls().size(), window.first_api_call);
+  j["host"] = {{"api_calls", calls},
                {"end_us", dev.api_calls().empty() ? 0.0 : dev.api_calls().back().end_ns / 1e3}};
   return j;
 }
@@ -190,7 +196,7 @@ void summarise(fw::kernel::LaunchResult& r, double wall_seconds) {
 
 }  // namespace
 
-nlohmann::json run_report(Device& dev, double wall_seconds) {
+nlohmann::json run_report(Device& dev, double wall_seconds, const ReportWindow& window) {
   // The simulated instructions and the pipe overlaps count every kernel of the run; `kernel` describes the last one
   // (the only one of `npusim op` and `npusim kernel`).
   fw::kernel::LaunchResult result, last;
@@ -198,7 +204,7 @@ nlohmann::json run_report(Device& dev, double wall_seconds) {
   std::size_t kernels = 0;
   std::uint32_t blocks = 0;  // block ids stay distinct across kernels (cube_vector pairs a block's AIC and AIVs)
   for (const auto& t : dev.tasks()) {
-    if (t.type != fw::ts::TaskType::kKernel) continue;
+    if (t.type != fw::ts::TaskType::kKernel || t.task_id < window.first_task) continue;
     std::uint32_t most = 0;
     for (fw::kernel::CoreRun run : t.runs) {
       most = std::max(most, run.block + 1);
@@ -212,9 +218,9 @@ nlohmann::json run_report(Device& dev, double wall_seconds) {
   }
   summarise(result, wall_seconds);
   summarise(last, wall_seconds);
-  const nlohmann::json all = fw::kernel::launch_report(result, dev.chip(), name);
-  const nlohmann::json view = kernels > 1 ? fw::kernel::launch_report(last, dev.chip(), name) : all;
-  nlohmann::json report = runtime_report(dev);
+  const nlohmann::json all = fw::kernel::launch_report(result, dev.chip(), name, window.memory);
+  const nlohmann::json view = kernels > 1 ? fw::kernel::launch_report(last, dev.chip(), name, window.memory) : all;
+  nlohmann::json report = runtime_report(dev, window);
   report["overlap"] = all["overlap"];
   report["memory"] = all["memory"];
   report["sim"] = all["sim"];

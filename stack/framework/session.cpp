@@ -1,0 +1,372 @@
+#include "stack/framework/session.hpp"
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstring>
+
+#include "common/util/error.hpp"
+#include "firmware/kernel/report.hpp"
+#include "hw/isa/dtype.hpp"
+#include "stack/framework/onnx_import.hpp"
+#include "stack/graph/execute.hpp"
+#include "stack/graph/passes/passes.hpp"
+#include "stack/runtime/run_outputs.hpp"
+#include "stack/runtime/timeline.hpp"
+
+namespace npusim::stack::framework {
+
+// ---------------------------------------------------------------------------------------------------------------
+// Model
+
+struct Model::Impl {
+  std::string name;
+  ImportedModel model;
+  CompileOptions opts;
+  std::size_t nodes_before = 0;
+  std::vector<std::pair<std::string, int>> fired;
+  graph::Program program;
+  std::unique_ptr<graph::Executor> executor;  // holds a reference to `program`: Impl never moves
+};
+
+namespace {
+
+std::unique_ptr<Model::Impl> compile(ImportedModel imported, const std::string& name, const config::ChipConfig& chip,
+                                     const CompileOptions& opts) {
+  auto m = std::make_unique<Model::Impl>();
+  m->name = name;
+  m->model = std::move(imported);
+  m->opts = opts;
+  graph::Graph& g = m->model.graph;
+  m->nodes_before = g.live_nodes();
+  if (opts.fusion) {
+    try {
+      m->fired = graph::passes::run_all(g);
+    } catch (const graph::GraphError& e) {
+      throw InputError(name + ": a pass left the graph invalid: " + e.what());
+    }
+  }
+  const std::vector<std::string> unsupported = unsupported_nodes(g, graph::supported_op_types());
+  if (!unsupported.empty()) {
+    std::string list;
+    for (const auto& u : unsupported) list += (list.empty() ? "" : ", ") + u;
+    throw InputError(name + ": " + std::to_string(unsupported.size()) + " node(s) with ops npusim does not run: " + list);
+  }
+  try {
+    m->program = graph::lower(g);
+    // Every step is planned (tiling, shapes) before anything is simulated.
+    m->executor = std::make_unique<graph::Executor>(m->program, chip, opts.streams);
+  } catch (const InputError& e) {
+    throw InputError(name + ": " + e.what());
+  }
+  return m;
+}
+
+std::vector<TensorSpec> specs(const graph::Program& p, const std::vector<int>& ids) {
+  std::vector<TensorSpec> out;
+  for (int i : ids) {
+    const graph::ProgramTensor& t = p.tensors[static_cast<std::size_t>(i)];
+    out.push_back({t.name, t.desc});
+  }
+  return out;
+}
+
+}  // namespace
+
+Model::Model(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
+Model::Model(Model&&) noexcept = default;
+Model& Model::operator=(Model&&) noexcept = default;
+Model::~Model() = default;
+
+Model Model::from_file(const std::string& path, const config::ChipConfig& chip, const CompileOptions& opts) {
+  return Model(compile(import_onnx(path, opts.dims), path, chip, opts));
+}
+
+Model Model::from_bytes(const std::string& bytes, const std::string& what, const config::ChipConfig& chip,
+                        const CompileOptions& opts) {
+  return Model(compile(import_onnx_bytes(bytes, what, opts.dims), what, chip, opts));
+}
+
+const std::string& Model::name() const { return impl_->name; }
+const graph::Graph& Model::graph() const { return impl_->model.graph; }
+const graph::Program& Model::program() const { return impl_->program; }
+std::vector<TensorSpec> Model::inputs() const { return specs(impl_->program, impl_->program.inputs); }
+std::vector<TensorSpec> Model::outputs() const { return specs(impl_->program, impl_->program.outputs); }
+const std::vector<std::pair<std::string, int>>& Model::passes_fired() const { return impl_->fired; }
+std::size_t Model::nodes_before() const { return impl_->nodes_before; }
+
+nlohmann::json Model::model_report() const {
+  const ImportedModel& m = impl_->model;
+  return {{"file", impl_->name}, {"opset", m.opset}, {"producer", m.producer}, {"adapted_nodes", m.adapted}};
+}
+
+nlohmann::json Model::graph_report() const {
+  nlohmann::json passes = nlohmann::json::object();
+  for (const auto& [name, count] : impl_->fired) passes[name] = count;
+  return {{"folded", impl_->model.folded},
+          {"nodes_before", impl_->nodes_before},
+          {"nodes_after", impl_->model.graph.live_nodes()},
+          {"fusion", impl_->opts.fusion},
+          {"passes", passes},
+          {"kernels", impl_->program.steps.size()}};
+}
+
+// ---------------------------------------------------------------------------------------------------------------
+// Session
+
+struct Session::Impl {
+  config::LoadedConfig config;
+  hw::core::Mode mode;
+  runtime::RunOutputs outputs;
+  std::unique_ptr<runtime::Device> dev;
+  std::vector<runtime::Stream> streams;  // reused by every call
+  bool begun = false, finished = false;
+  double wall = 0;                      // host seconds spent simulating, all calls
+  std::uint32_t last_first_task = 0;     // the last call's first task, for status()
+
+  Impl(config::LoadedConfig c, hw::core::Mode m, const std::string& trace, const std::string& summary)
+      : config(std::move(c)), mode(m), outputs(trace, summary, config.chip.clock.core_hz) {
+    dev = std::make_unique<runtime::Device>(config.chip, mode, outputs.trace_factory());
+  }
+
+  // Runs `host` on the device as one call and returns its report window's report, `wall` its host seconds.
+  nlohmann::json call(const std::function<void(runtime::Device&)>& host) {
+    if (finished) throw InputError("the device has finished (its trace and summary are written): no more calls");
+    if (!begun) {
+      dev->begin();
+      begun = true;
+    }
+    const fw::kernel::MemorySnapshot memory = fw::kernel::memory_snapshot(dev->chip());
+    const runtime::ReportWindow window = runtime::window_from_now(*dev, memory);
+    last_first_task = window.first_task;
+    const auto t0 = std::chrono::steady_clock::now();
+    dev->call(host);
+    const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    wall += seconds;
+    nlohmann::json report = runtime::run_report(*dev, seconds, window);
+    return report;
+  }
+};
+
+Session::Session(config::LoadedConfig config, hw::core::Mode mode, const std::string& trace, const std::string& summary)
+    : impl_(std::make_unique<Impl>(std::move(config), mode, trace, summary)) {}
+
+Session::~Session() {
+  // A session dropped without finish() (an error unwinding) ends quietly: its own error is the one to report.
+  try {
+    if (impl_->begun && !impl_->finished && !impl_->dev->stopped()) impl_->dev->end();
+  } catch (...) {
+  }
+}
+
+const config::ChipConfig& Session::chip() const { return impl_->config.chip; }
+const config::LoadedConfig& Session::config() const { return impl_->config; }
+hw::core::Mode Session::mode() const { return impl_->mode; }
+runtime::Device& Session::device() { return *impl_->dev; }
+bool Session::finished() const { return impl_->finished; }
+
+void Session::on_progress(std::function<void(std::uint32_t, std::uint32_t, double)> f) {
+  impl_->dev->on_progress(std::move(f));
+}
+
+RunResult Session::run(const Model& model, const std::vector<std::vector<std::uint8_t>>& inputs) {
+  const Model::Impl& m = *model.impl_;
+  const graph::Executor& executor = *m.executor;
+  const bool functional = this->functional();
+  executor.check_inputs(*impl_->dev, inputs);
+  graph::Execution ex;
+  const std::uint32_t first = impl_->dev->submitted();
+  nlohmann::json report = impl_->call([&](runtime::Device& d) { ex = executor.enqueue(d, inputs, impl_->streams, true); });
+
+  report["model"] = model.model_report();
+  // The model's load (constants copied in) and one execution (inputs in, kernels, outputs out) as separate spans.
+  double load_start = 1e300, load_end = 0, exec_start = 1e300, exec_end = 0;
+  for (const auto& t : impl_->dev->tasks()) {
+    if (t.task_id < first) continue;
+    if (t.task_id < ex.first_execute_task) {
+      load_start = std::min(load_start, t.fetched_ns);
+      load_end = std::max(load_end, t.end_ns);
+    } else {
+      exec_start = std::min(exec_start, t.fetched_ns);
+      exec_end = std::max(exec_end, t.end_ns);
+    }
+  }
+  if (exec_end < exec_start) exec_start = exec_end = 0;
+  // A first call's load counts from the device's start (as `npusim run` always has); a later one from its own start.
+  if (first == 0 || load_end < load_start) load_start = 0;
+  const double exec_ns = exec_end - exec_start;
+  nlohmann::json g = model.graph_report();
+  g["load_us"] = (load_end > 0 ? load_end - load_start : 0.0) / 1e3;
+  g["execute_us"] = exec_ns / 1e3;
+  g["execute_cycles"] = static_cast<std::uint64_t>(exec_ns * 1e-9 * chip().clock.core_hz);
+  g["peak_device_bytes"] = ex.device_bytes;
+  g["constant_bytes"] = ex.constant_bytes;
+  g["arena_bytes"] = ex.arena_bytes;
+  g["unplanned_device_bytes"] = ex.naive_bytes;
+  g["streams"] = ex.streams;
+  g["steps"] = ex.steps;
+  report["graph"] = g;
+
+  const graph::Program& program = m.program;
+  if (functional) {
+    nlohmann::json outs = nlohmann::json::array();
+    for (std::size_t k = 0; k < program.outputs.size(); ++k) {
+      const graph::ProgramTensor& t = program.tensors[static_cast<std::size_t>(program.outputs[k])];
+      double sum = 0, max_abs = 0;
+      const std::uint64_t n = ops::elements(t.desc.shape);
+      bool finite = true;
+      for (std::uint64_t i = 0; i < n; ++i) {
+        const double v = hw::isa::load_float(&ex.outputs[k][i * hw::isa::dtype_bytes(t.desc.dtype)], t.desc.dtype);
+        finite = finite && std::isfinite(v);
+        sum += v;
+        max_abs = std::max(max_abs, std::abs(v));
+      }
+      outs.push_back({{"name", t.name}, {"shape", ops::shape_string(t.desc.shape)},
+                      {"dtype", std::string(hw::isa::dtype_name(t.desc.dtype))}, {"mean", n ? sum / static_cast<double>(n) : 0.0},
+                      {"max_abs", max_abs}, {"finite", finite}});
+    }
+    report["outputs"] = outs;
+  }
+  return RunResult{functional ? std::move(ex.outputs) : std::vector<std::vector<std::uint8_t>>{}, std::move(report)};
+}
+
+namespace {
+
+const ops::OpDef& find(const std::string& name) {
+  const ops::OpDef* op = ops::find_op(name);
+  if (!op) {
+    std::string names;
+    for (const auto& o : ops::all_ops()) names += (names.empty() ? "" : ", ") + o.name;
+    throw InputError("no op named '" + name + "' (there are: " + names + ")");
+  }
+  return *op;
+}
+
+void check_params(const ops::OpDef& op, const ops::Params& params) {
+  for (const auto& [key, value] : params) {
+    if (std::find(op.params.begin(), op.params.end(), key) == op.params.end()) {
+      std::string known;
+      for (const auto& p : op.params) known += (known.empty() ? "" : ", ") + p;
+      throw InputError("op " + op.name + " has no parameter '" + key + "' (it takes: " + known + ")");
+    }
+  }
+}
+
+}  // namespace
+
+std::vector<ops::TensorDesc> Session::op_inputs(const std::string& name, const ops::Params& params, hw::isa::DType dtype) {
+  const ops::OpDef& op = find(name);
+  check_params(op, params);
+  return op.inputs(params, dtype);
+}
+
+RunResult Session::run_op(const std::string& name, const ops::Params& params, const std::vector<ops::TensorDesc>& inputs,
+                          const std::vector<std::vector<std::uint8_t>>& values) {
+  const ops::OpDef& op = find(name);
+  check_params(op, params);
+  const bool functional = this->functional();
+  if (functional) {
+    if (values.size() != inputs.size())
+      throw InputError("op " + name + ": " + std::to_string(inputs.size()) + " inputs described, " +
+                       std::to_string(values.size()) + " given");
+    for (std::size_t i = 0; i < inputs.size(); ++i)
+      if (values[i].size() != inputs[i].bytes())
+        throw InputError("op " + name + ": input " + std::to_string(i) + " is " + ops::shape_string(inputs[i].shape) + " " +
+                         std::string(hw::isa::dtype_name(inputs[i].dtype)) + " (" + std::to_string(inputs[i].bytes()) +
+                         " bytes), " + std::to_string(values[i].size()) + " bytes given");
+  }
+  // Shapes and tiling are checked before anything is simulated.
+  const ops::OpPlan plan = op.plan(inputs, params, chip());
+  std::vector<std::vector<std::uint8_t>> out(plan.outputs.size());
+  nlohmann::json report = impl_->call([&](runtime::Device& d) {
+    if (impl_->streams.empty()) impl_->streams.push_back(d.create_stream());
+    const runtime::Stream s = impl_->streams[0];
+    std::vector<std::uint64_t> buffers;
+    for (std::size_t i = 0; i < inputs.size(); ++i) {
+      buffers.push_back(d.malloc(inputs[i].bytes()));
+      d.memcpy_async(buffers.back(), functional ? values[i].data() : nullptr, inputs[i].bytes(), s);
+    }
+    for (const auto& o : plan.outputs) buffers.push_back(d.malloc(o.bytes()));
+    if (plan.workspace_bytes) buffers.push_back(d.malloc(plan.workspace_bytes));
+    d.launch(name, plan.type, plan.block_dim, plan.kernel(buffers), s);
+    for (std::size_t i = 0; i < plan.outputs.size(); ++i) {
+      if (functional) out[i].resize(plan.outputs[i].bytes());
+      d.memcpy_async(functional ? out[i].data() : nullptr, buffers[inputs.size() + i], plan.outputs[i].bytes(), s);
+    }
+    d.synchronize();
+    for (std::uint64_t b : buffers) d.free(b);
+  });
+
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const auto& t : inputs) shapes.push_back(ops::shape_string(t.shape));
+  nlohmann::json o = {{"name", name}, {"dtype", std::string(hw::isa::dtype_name(inputs.empty() ? plan.outputs[0].dtype : inputs[0].dtype))},
+                      {"params", params}, {"block_dim", plan.block_dim}, {"tiling", plan.tiling}, {"inputs", shapes},
+                      {"output", ops::shape_string(plan.outputs[0].shape)}, {"workspace_bytes", plan.workspace_bytes}};
+  const double kernel_s = report["kernel"]["time_us"].get<double>() * 1e-6;
+  if (plan.flops > 0) {
+    // Achieved rate over the kernel's own span (first block start to last block end), in 10^12 FLOP/s.
+    o["flops"] = plan.flops;
+    o["tflops"] = plan.flops / kernel_s / 1e12;
+  }
+  // The op's compulsory traffic (every input read once, every output written once) over the kernel's span: the
+  // effective bandwidth, and it over the HBM peak.
+  std::uint64_t op_bytes = 0;
+  for (const auto& t : inputs) op_bytes += t.bytes();
+  for (const auto& t : plan.outputs) op_bytes += t.bytes();
+  o["bytes"] = op_bytes;
+  o["effective_GBps"] = static_cast<double>(op_bytes) / kernel_s / 1e9;
+  o["hbm_peak_fraction"] = static_cast<double>(op_bytes) / kernel_s / chip().hbm.peak_bytes_per_second();
+  nlohmann::json out_descs = nlohmann::json::array();
+  for (const auto& t : plan.outputs)
+    out_descs.push_back({{"shape", ops::shape_string(t.shape)}, {"dtype", std::string(hw::isa::dtype_name(t.dtype))}});
+  o["outputs"] = out_descs;
+  report["op"] = o;
+  return RunResult{functional ? std::move(out) : std::vector<std::vector<std::uint8_t>>{}, std::move(report)};
+}
+
+nlohmann::json Session::status() const {
+  const config::ChipConfig& c = chip();
+  const runtime::AllocatorStats m = impl_->dev->memory_stats();
+  nlohmann::json s;
+  s["device"] = 0;
+  s["name"] = c.name;
+  s["config"] = impl_->config.source;
+  s["health"] = impl_->dev->stopped() && !impl_->finished ? "Alarm" : "OK";
+  s["organisation"] = c.cores.organisation;
+  const std::uint64_t cores = c.split() ? c.cores.aic + c.cores.aiv : c.cores.ai_cores + c.cores.vector_cores;
+  s["ai_cores"] = cores;
+  s["clock_MHz"] = c.clock.core_hz / 1e6;
+  s["hbm_capacity_bytes"] = m.capacity;
+  s["hbm_used_bytes"] = m.used;
+  s["hbm_peak_used_bytes"] = m.peak_used;
+  s["tasks"] = impl_->dev->submitted();
+  s["device_time_us"] = impl_->dev->tasks().empty() ? 0.0 : impl_->dev->tasks().back().end_ns / 1e3;
+  // AICore(%): over the last call's span (its first task's start to its last task's end), the share of core time
+  // spent running blocks: block cycles summed over the blocks, over the span times the chip's AI cores (AIC + AIV).
+  // Null before the first call.
+  s["aicore_util"] = nullptr;
+  double first = 1e300, last = 0, busy_cycles = 0;
+  for (const auto& t : impl_->dev->tasks()) {
+    if (t.task_id < impl_->last_first_task || !impl_->begun) continue;
+    first = std::min(first, t.fetched_ns);
+    last = std::max(last, t.end_ns);
+    for (const auto& run : t.runs) busy_cycles += static_cast<double>(run.end - run.start);
+  }
+  if (last > first && cores > 0) s["aicore_util"] = busy_cycles / ((last - first) * 1e-9 * c.clock.core_hz * static_cast<double>(cores));
+  return s;
+}
+
+nlohmann::json Session::report() const {
+  if (!impl_->begun) return nlohmann::json::object();
+  return runtime::run_report(*impl_->dev, impl_->wall);
+}
+
+void Session::finish(nlohmann::json* report) {
+  if (impl_->finished) return;
+  impl_->finished = true;
+  if (impl_->begun) impl_->dev->end();
+  nlohmann::json scratch;
+  impl_->outputs.finish(*impl_->dev, report ? *report : scratch);
+}
+
+}  // namespace npusim::stack::framework

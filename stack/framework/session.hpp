@@ -1,0 +1,123 @@
+// The stack's one pipeline, shared by every host program above the runtime: the CLI's `run` and `op`, the Python
+// module, the tests (docs/python.md, "One pipeline").
+//
+// A Model is an ONNX model (a file or a ModelProto's bytes) imported, fused, lowered to library op calls and planned
+// for a chip: everything that can be refused is refused before anything is simulated. A Session is the simulated
+// device of the process (SystemC elaborates one chip per process), kept running across calls: each call (a model
+// run, one library op) submits its tasks, waits for them and returns its outputs with its own report, the keys of
+// `npusim run --json` or `npusim op --json` over that call's tasks; the device timeline goes on from call to call.
+// finish() ends the device and writes the trace and op summary of everything it ran.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "common/config/loader.hpp"
+#include "stack/graph/graph.hpp"
+#include "stack/graph/lower.hpp"
+#include "stack/ops/op.hpp"
+#include "stack/runtime/runtime.hpp"
+
+namespace npusim::stack::framework {
+
+struct CompileOptions {
+  std::map<std::string, std::int64_t> dims;  // bindings of symbolic input dims
+  bool fusion = true;                        // run the fusion passes
+  std::uint32_t streams = 4;                 // at most this many streams (stream assignment)
+};
+
+// A tensor a model takes or gives.
+struct TensorSpec {
+  std::string name;
+  ops::TensorDesc desc;
+};
+
+class Model {
+ public:
+  // Throws InputError naming the model (and node) for anything it cannot import, lower or plan.
+  static Model from_file(const std::string& path, const config::ChipConfig& chip, const CompileOptions& opts = {});
+  // `what` names the bytes in errors (e.g. "torch.compile graph"); external data is refused.
+  static Model from_bytes(const std::string& bytes, const std::string& what, const config::ChipConfig& chip,
+                          const CompileOptions& opts = {});
+  Model(Model&&) noexcept;
+  Model& operator=(Model&&) noexcept;
+  ~Model();
+
+  const std::string& name() const;
+  const graph::Graph& graph() const;      // after the passes
+  const graph::Program& program() const;  // the lowered steps
+  std::vector<TensorSpec> inputs() const;
+  std::vector<TensorSpec> outputs() const;
+  // The report's `model` object and the compile-time keys of `graph` (nodes before and after fusion, passes, kernels,
+  // nodes: the ONNX nodes left after fusion).
+  nlohmann::json model_report() const;
+  nlohmann::json graph_report() const;
+  const std::vector<std::pair<std::string, int>>& passes_fired() const;
+  std::size_t nodes_before() const;
+
+  struct Impl;
+
+ private:
+  friend class Session;
+  explicit Model(std::unique_ptr<Impl> impl);
+  std::unique_ptr<Impl> impl_;
+};
+
+struct RunResult {
+  std::vector<std::vector<std::uint8_t>> outputs;  // functional mode: each output's bytes; timing-only: empty
+  nlohmann::json report;
+};
+
+class Session {
+ public:
+  // Opens the trace and summary files now (a bad path is an error before anything is simulated); empty: none.
+  Session(config::LoadedConfig config, hw::core::Mode mode, const std::string& trace = "", const std::string& summary = "");
+  ~Session();
+  Session(const Session&) = delete;
+  Session& operator=(const Session&) = delete;
+
+  const config::ChipConfig& chip() const;
+  const config::LoadedConfig& config() const;
+  hw::core::Mode mode() const;
+  bool functional() const { return mode() == hw::core::Mode::kFunctional; }
+  // See runtime::Device::on_progress; set before the first call.
+  void on_progress(std::function<void(std::uint32_t, std::uint32_t, double)> f);
+
+  // One execution of a model: the inputs' bytes (functional mode; ignored in timing-only mode) in the order of
+  // model.inputs(). The report carries `model` and `graph` as `npusim run --json` does, and in functional mode
+  // `outputs` (per output: name, shape, dtype, mean, max_abs, finite).
+  RunResult run(const Model& model, const std::vector<std::vector<std::uint8_t>>& inputs);
+
+  // One library op call: `inputs` describe the tensors the op takes (their shapes and dtypes), `params` its other
+  // parameters (the ones of `npusim op NAME -p`). The report carries `op` as `npusim op --json` does. Throws
+  // InputError naming the op and the parameter for a call the op refuses, before anything runs.
+  RunResult run_op(const std::string& op, const ops::Params& params, const std::vector<ops::TensorDesc>& inputs,
+                   const std::vector<std::vector<std::uint8_t>>& values);
+  // The input descriptions `npusim op NAME -p ... --dtype` gives an op (from its shape parameters).
+  static std::vector<ops::TensorDesc> op_inputs(const std::string& op, const ops::Params& params, hw::isa::DType dtype);
+
+  // What `npu-smi info` shows for the simulated device: name, cores, device memory in use and its capacity, and
+  // the AI cores' utilisation over the last call (docs/python.md defines each).
+  nlohmann::json status() const;
+  // The report of everything the device ran so far (all calls).
+  nlohmann::json report() const;
+
+  // Ends the device: the end-of-run checks (a device error, unfinished tasks), then the trace and op summary of
+  // everything it ran; their paths go into `report` when given. Later calls are errors. Idempotent.
+  void finish(nlohmann::json* report = nullptr);
+  bool finished() const;
+
+  runtime::Device& device();
+
+ private:
+  struct Impl;
+  std::unique_ptr<Impl> impl_;
+};
+
+}  // namespace npusim::stack::framework
