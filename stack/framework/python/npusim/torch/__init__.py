@@ -110,17 +110,7 @@ class NpuTensor(torch.Tensor):
         text = repr(self._npusim_host.detach())
         return text[:-1] + ", device='npu:0')" if text.endswith(")") else text
 
-    @classmethod
-    def __torch_function__(cls, func, types_, args=(), kwargs=None):
-        kwargs = kwargs or {}
-        handler = _routes.FUNCTIONS.get(func)
-        if handler is not None:
-            with host_op(f"aten::{func.__name__}"):
-                out = handler(*args, **kwargs)
-            if out is not NotImplemented:
-                return out
-        with torch._C.DisableTorchFunctionSubclass():
-            return func(*args, **kwargs)
+    __torch_function__ = torch._C._disabled_torch_function_impl  # everything reaches __torch_dispatch__
 
     @classmethod
     def __torch_dispatch__(cls, func, types_, args=(), kwargs=None):
@@ -162,6 +152,11 @@ def _dispatch(func, args, kwargs):
         if out is not NotImplemented:
             _stats.routed[str(func.overloadpacket.__name__)] += 1
             return tree_map(_wrap, out)
+    # A composite op (linear, layer_norm... reached whole from inside a route): its decomposition, op by op.
+    if torch._C._dispatch_has_kernel_for_dispatch_key(func.name(), "CompositeImplicitAutograd"):
+        out = func.decompose(*args, **kwargs)
+        if out is not NotImplemented:
+            return out
     name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
     if _routes.is_view_or_meta(func):
         _stats.views[name] += 1
@@ -257,6 +252,12 @@ def _empty_strided(size, stride, dtype=None, layout=None, device=None, pin_memor
     return NpuTensor(torch.empty_strided(size, stride, dtype=dtype))
 
 
+def _sdpa_kernel(*args, **kwargs):
+    # Never runs: an npu tensor's Python dispatch key comes first. Its presence makes the dispatcher keep
+    # scaled_dot_product_attention whole for npu tensors instead of decomposing it.
+    raise RuntimeError("npusim.torch: scaled_dot_product_attention reached the PrivateUse1 kernel")
+
+
 def _setup():
     global _lib, _NPU
     if _lib is not None:
@@ -272,6 +273,7 @@ def _setup():
     _lib = torch.library.Library("aten", "IMPL")
     _lib.impl("empty.memory_format", _empty_memory_format, "PrivateUse1")
     _lib.impl("empty_strided", _empty_strided, "PrivateUse1")
+    _lib.impl("scaled_dot_product_attention", _sdpa_kernel, "PrivateUse1")
     from . import compile as _compile  # noqa: F401  registers torch.compile(backend="npusim")
 
 

@@ -157,7 +157,12 @@ def _elementwise(name, build, *operands):
     tensors = [o for o in operands if isinstance(o, torch.Tensor) and o.dim() > 0]
     if not tensors:
         return _refuse(name, "no tensor operand")
-    dtype = torch.result_type(*operands) if len(operands) > 1 else tensors[0].dtype
+    dtype = tensors[0].dtype
+    for o in operands[1:]:
+        if isinstance(o, torch.Tensor):
+            dtype = torch.promote_types(dtype, o.dtype) if o.dim() > 0 else torch.result_type(torch.empty(1, dtype=dtype), o)
+        elif isinstance(o, float) and not dtype.is_floating_point:
+            dtype = torch.get_default_dtype()
     if dtype not in FLOATS or any(t.dtype not in FLOATS for t in tensors):
         return _refuse(name, f"dtype {dtype}")
     out_shape = torch.broadcast_shapes(*(t.shape for t in tensors))
@@ -255,9 +260,7 @@ def _attention(q, k, v, causal, mask, scale, layout="BNSD"):
 
 
 def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, scale=None, enable_gqa=False):
-    from . import _stats
-
-    q, k, v = _host(query), _host(key), _host(value)
+    q, k, v = query, key, value
     why = None
     if dropout_p:
         why = "dropout_p > 0 (dropout is not in the kernel)"
@@ -273,11 +276,11 @@ def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
         why = "a value head size other than the query's"
     mask = None
     if why is None and attn_mask is not None:
-        m = _host(attn_mask)
+        m = attn_mask
         m = m.reshape((1,) * (4 - m.dim()) + tuple(m.shape)) if m.dim() < 4 else m
         full = (q.shape[0], q.shape[1], q.shape[2], k.shape[2])
         if m.dim() != 4 or m.shape[3] != full[3]:
-            why = f"a mask of shape {list(_host(attn_mask).shape)}"
+            why = f"a mask of shape {list(attn_mask.shape)}"
         else:
             if any(m.shape[i] not in (1, full[i]) for i in range(3)):
                 m = m.expand(full)
@@ -286,12 +289,10 @@ def _sdpa(query, key, value, attn_mask=None, dropout_p=0.0, is_causal=False, sca
         _reasons["scaled_dot_product_attention"] = why
         return NotImplemented
     try:
-        out = _attention(q, k, v, bool(is_causal), mask, scale)
+        return _attention(q, k, v, bool(is_causal), mask, scale)
     except npusim.InputError as e:
         _reasons["scaled_dot_product_attention"] = str(e)
         return NotImplemented
-    _stats.routed["scaled_dot_product_attention"] += 1
-    return _wrap(out)
 
 
 def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, padding_mask=None, atten_mask=None,
@@ -407,7 +408,9 @@ ATEN[aten.mul.Scalar] = ATEN[aten.mul.Tensor]
 ATEN[aten.sub.Scalar] = ATEN[aten.sub.Tensor]
 ATEN[aten.div.Scalar] = ATEN[aten.div.Tensor]
 
-FUNCTIONS = {torch.nn.functional.scaled_dot_product_attention: _sdpa}
+# F.scaled_dot_product_attention is composite; npusim.torch registers a PrivateUse1 kernel for it so that the
+# dispatcher hands the call itself (not its decomposition) to the npu tensor's __torch_dispatch__.
+ATEN[aten.scaled_dot_product_attention.default] = _sdpa
 
 # Ops that only change metadata, make tensors or move bytes on the host: no kernel, no fallback (listed apart).
 _HOST_OPS = {
@@ -425,3 +428,86 @@ _HOST_OPS = {
 def is_view_or_meta(func) -> bool:
     name = func.overloadpacket.__name__ if hasattr(func, "overloadpacket") else str(func)
     return name in _HOST_OPS
+
+
+# --- composites PyTorch's fast paths call as one op: rebuilt from routed ops on npu tensors ----------------------
+
+@_guard("cat")
+def cat(tensors, dim=0):
+    tensors = [t for t in tensors if t.numel() > 0]
+    if not tensors or len({t.dtype for t in tensors}) != 1 or tensors[0].dtype not in FLOATS or tensors[0].dim() == 0:
+        return _refuse("cat", "empty, mixed-dtype or non-float tensors")
+    if len(tensors) == 1:
+        return tensors[0].clone()
+    shapes = ",".join("x".join(str(d) for d in t.shape) for t in tensors)
+    return ops.call("concat", *tensors, shapes=shapes, axis=dim % tensors[0].dim())[0]
+
+
+@_guard("masked_fill")
+def masked_fill(x, mask, value):
+    if x.dtype not in FLOATS or mask.dtype != torch.bool:
+        return _refuse("masked_fill", f"dtype {x.dtype} or a mask that is not bool")
+    v = value.item() if isinstance(value, torch.Tensor) else value
+    return _elementwise("masked_fill", lambda c, y: f"where({c},{_literal(v)},{y})", mask.to(x.dtype), x)
+
+
+def _npu(*xs):
+    return [_wrap(x) if isinstance(x, torch.Tensor) else x for x in xs]
+
+
+def _mha(x, E, H, qkv_w, qkv_b, proj_w, proj_b, key=None, value=None):
+    F = torch.nn.functional
+    B, S, _ = x.shape
+    if key is None:
+        qkv = F.linear(x, qkv_w, qkv_b).view(B, S, 3, H, E // H).permute(2, 0, 3, 1, 4)
+        q, k, v = qkv[0], qkv[1], qkv[2]
+    else:
+        wq, wk, wv = qkv_w.chunk(3)
+        bq, bk, bv = qkv_b.chunk(3) if qkv_b is not None else (None, None, None)
+        SK = key.shape[1]
+        q = F.linear(x, wq, bq).view(B, S, H, E // H).transpose(1, 2)
+        k = F.linear(key, wk, bk).view(B, SK, H, E // H).transpose(1, 2)
+        v = F.linear(value, wv, bv).view(B, SK, H, E // H).transpose(1, 2)
+    a = F.scaled_dot_product_attention(q, k, v)
+    return F.linear(a.transpose(1, 2).reshape(B, S, E), proj_w, proj_b)
+
+
+def transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu,
+                                  norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2,
+                                  ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2, mask=None, mask_type=None):
+    """nn.TransformerEncoderLayer's inference fast path, as its routed parts (the attention is FlashAttention)."""
+    if mask is not None or src.dim() != 3:
+        return _refuse("_transformer_encoder_layer_fwd", "a mask (src_mask / src_key_padding_mask) or unbatched input")
+    F = torch.nn.functional
+    x, qw, qb, pw, pb, n1w, n1b, n2w, n2b, f1w, f1b, f2w, f2b = _npu(
+        src, qkv_weight, qkv_bias, proj_weight, proj_bias, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2,
+        ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2)
+    act = F.gelu if use_gelu else F.relu
+
+    def ff(y):
+        return F.linear(act(F.linear(y, f1w, f1b)), f2w, f2b)
+
+    if norm_first:
+        x = x + _mha(F.layer_norm(x, (embed_dim,), n1w, n1b, eps), embed_dim, num_heads, qw, qb, pw, pb)
+        x = x + ff(F.layer_norm(x, (embed_dim,), n2w, n2b, eps))
+    else:
+        x = F.layer_norm(x + _mha(x, embed_dim, num_heads, qw, qb, pw, pb), (embed_dim,), n1w, n1b, eps)
+        x = F.layer_norm(x + ff(x), (embed_dim,), n2w, n2b, eps)
+    return _host(x)
+
+
+def native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias,
+                                mask=None, need_weights=True, average_attn_weights=True, mask_type=None):
+    """nn.MultiheadAttention's inference fast path (batch_first, need_weights=False), as routed parts."""
+    if mask is not None or need_weights or query.dim() != 3:
+        return _refuse("_native_multi_head_attention", "a mask, need_weights=True or unbatched input")
+    q, k, v, qw, qb, pw, pb = _npu(query, key, value, qkv_weight, qkv_bias, proj_weight, proj_bias)
+    same = query is key and key is value
+    out = _mha(q, embed_dim, num_head, qw, qb, pw, pb) if same else _mha(q, embed_dim, num_head, qw, qb, pw, pb, k, v)
+    return _host(out), torch.empty(0, dtype=query.dtype)
+
+
+ATEN[aten.cat.default] = cat
+ATEN[aten.masked_fill.Scalar] = masked_fill
+ATEN[aten._transformer_encoder_layer_fwd.default] = transformer_encoder_layer_fwd
+ATEN[aten._native_multi_head_attention.default] = native_multi_head_attention

@@ -6,6 +6,9 @@ take is an error naming the node, never a silent CPU run (docs/python.md)."""
 
 from __future__ import annotations
 
+import contextlib
+import logging
+import sys
 import warnings
 
 import torch
@@ -33,9 +36,18 @@ class NpusimGraph:
                                           f"({type(example_inputs[i]).__name__}); compile with dynamic=False")
         wrapper = _Wrapper(gm, consts, len(example_inputs))
         dyn = tuple(_cpu(example_inputs[i]).detach() for i in self.dynamic_index)
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            program = torch.onnx.export(wrapper, dyn, dynamo=True, verbose=False, optimize=True)
+        # The exporter reports its steps on stdout and warns about optional packages (torchvision) in its log.
+        logger = logging.getLogger("torch.onnx")
+        level = logger.level
+        logger.setLevel(logging.ERROR)
+        try:
+            with warnings.catch_warnings(), contextlib.redirect_stdout(sys.stderr):
+                warnings.simplefilter("ignore")
+                program = torch.onnx.export(wrapper, dyn, dynamo=True, verbose=False, optimize=True)
+        except Exception as e:
+            raise RuntimeError(f"npusim backend: torch.onnx.export could not export the FX graph: {e}") from e
+        finally:
+            logger.setLevel(level)
         proto = program.model_proto
         # Symbolic dims (if the exporter made any) bound from the example inputs.
         dims = {}
