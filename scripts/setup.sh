@@ -4,7 +4,8 @@
 #   2. makes the Python virtual environment .venv/ from requirements.txt (pinned; redone only when that file
 #      changes or the venv no longer runs);
 #   3. configures and builds with CMake, which runs the Python tests with .venv/bin/python, and installs the
-#      Release build with its kernel SDK under $NPUSIM_PREFIX (default /usr/local as root, else ~/.local).
+#      Release build with its kernel SDK under $NPUSIM_PREFIX (default /usr/local as root, else ~/.local); the
+#      venv imports the npusim Python package from build/python (`import npusim` in .venv/bin/python).
 #
 #   scripts/setup.sh               install + Release build in build/
 #   scripts/setup.sh --sanitize    install + ASan/UBSan build in build-asan/
@@ -28,6 +29,7 @@ PACKAGES=(
   libbenchmark-dev        # Google Benchmark
   libonnx-dev libprotobuf-dev protobuf-compiler   # ONNX import: ONNX 1.12 on Debian 12, 1.17 on Debian 13
   libonnx-testdata        # ONNX node tests (conformance)
+  pybind11-dev            # the Python package's native module (npusim._core)
 )
 
 build=1
@@ -66,6 +68,16 @@ elif ! "$venv_python" -c 'import ensurepip, venv' 2>/dev/null; then
   esac
 fi
 
+# The Python package's native module needs the interpreter's headers: a Debian interpreter gets its -dev package.
+if [ -x "$venv_python" ] && ! "$venv_python" -c 'import os, sysconfig; raise SystemExit(not os.path.exists(os.path.join(sysconfig.get_paths()["include"], "Python.h")))' 2>/dev/null; then
+  case "$venv_python" in
+    /usr/bin/*) PACKAGES+=("$(basename "$("$venv_python" -c 'import os, sys; print(os.path.realpath(sys.executable))')")-dev") ;;
+    *) echo "setup: warning: $venv_python has no Python.h; the npusim Python package will not build" >&2 ;;
+  esac
+elif [ ! -x "$venv_python" ]; then
+  PACKAGES+=(python3-dev)
+fi
+
 missing=()
 for p in "${PACKAGES[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
@@ -101,6 +113,9 @@ if [ $build -eq 1 ]; then
   # The Release build is installed (npusim and the kernel SDK: find_package(npusim), pkg-config npusim), so a
   # kernel project outside this checkout finds it; the sanitizer build stays in its build tree.
   if [ "$build_dir" = build ]; then
+    # The venv imports the Python package from the build tree (build/python/npusim), as an editable install does.
+    site=$(.venv/bin/python -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+    echo "$PWD/build/python" > "$site/npusim-build.pth"
     if [ -n "${NPUSIM_PREFIX:-}" ]; then prefix=$NPUSIM_PREFIX
     elif [ "$(id -u)" -eq 0 ]; then prefix=/usr/local
     else prefix=$HOME/.local

@@ -1,6 +1,7 @@
 // Attention fusion: the decomposed scaled-dot-product attention a framework exports becomes one FlashAttention node.
 //   scores = MatMul(Q, Kt)          Kt any layout view of K with its last two dims swapped
-//   scaled = Div(scores, c) | Mul(scores, c)    c a scalar constant (optional)
+//   scaled = Div(scores, c) | Mul(scores, c)    c a scalar constant (optional); Q and K^T may also each be
+//            Mul(., c) by a scalar constant (torch's SDPA export scales both by sqrt(scale)): the scales multiply
 //   masked = Add(scaled, mask)                  an additive mask (optional) that broadcasts over the scores with
 //                                               its batch, head and row dims each 1 or full: one S x SK table,
 //                                               per batch or head, or a key-padding row per batch [B, 1, 1, SK]; or
@@ -176,11 +177,23 @@ int fuse_attention(Graph& g) {
     const NodeId mm1 = producer(g, x, "MatMul");
     if (mm1 < 0 || !single_use(g, x)) continue;
     removed.push_back(mm1);
+    // Scalars on the operands: torch's SDPA export scales Q and K^T by sqrt(scale) each.
+    ValueId q_in = g.node(mm1).inputs[0], kt_in = g.node(mm1).inputs[1];
+    for (ValueId* in : {&q_in, &kt_in}) {
+      if (const NodeId mul = producer(g, *in, "Mul"); mul >= 0 && single_use(g, *in)) {
+        double c = 0;
+        if (const ValueId other = other_than_scalar(g, g.node(mul), &c); other != kNoValue) {
+          scale *= c;
+          *in = other;
+          removed.push_back(mul);
+        }
+      }
+    }
     // Q, K (through K^T's view with its last two dims swapped back), V and O as strided views.
     std::vector<NodeId> in_nodes, out_nodes;
     ValueId qb = kNoValue, kb = kNoValue, vb = kNoValue, ob = kNoValue;
-    auto qv = view_of(g, g.node(mm1).inputs[0], &qb, &in_nodes);
-    auto ktv = view_of(g, g.node(mm1).inputs[1], &kb, &in_nodes);
+    auto qv = view_of(g, q_in, &qb, &in_nodes);
+    auto ktv = view_of(g, kt_in, &kb, &in_nodes);
     auto vv = view_of(g, mm2.inputs[1], &vb, &in_nodes);
     auto ov = view_into(g, mm2.outputs[0], &ob, &out_nodes);
     if (!qv || !ktv || !vv || !ov || ktv->rank() < 2) continue;

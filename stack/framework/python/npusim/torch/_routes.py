@@ -458,9 +458,8 @@ def _npu(*xs):
 def _mha(x, E, H, qkv_w, qkv_b, proj_w, proj_b, key=None, value=None):
     F = torch.nn.functional
     B, S, _ = x.shape
-    if key is None:
-        qkv = F.linear(x, qkv_w, qkv_b).view(B, S, 3, H, E // H).permute(2, 0, 3, 1, 4)
-        q, k, v = qkv[0], qkv[1], qkv[2]
+    if key is None:  # one projection, split in three (Split, not Gather, in an export)
+        q, k, v = (t.reshape(B, S, H, E // H).transpose(1, 2) for t in F.linear(x, qkv_w, qkv_b).chunk(3, dim=-1))
     else:
         wq, wk, wv = qkv_w.chunk(3)
         bq, bk, bv = qkv_b.chunk(3) if qkv_b is not None else (None, None, None)
@@ -472,42 +471,59 @@ def _mha(x, E, H, qkv_w, qkv_b, proj_w, proj_b, key=None, value=None):
     return F.linear(a.transpose(1, 2).reshape(B, S, E), proj_w, proj_b)
 
 
-def transformer_encoder_layer_fwd(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu,
-                                  norm_first, eps, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2,
-                                  ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2, mask=None, mask_type=None):
-    """nn.TransformerEncoderLayer's inference fast path, as its routed parts (the attention is FlashAttention)."""
+def encoder_layer(src, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias, use_gelu, norm_first, eps,
+                  norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2, ffn_weight_1, ffn_bias_1, ffn_weight_2,
+                  ffn_bias_2, mask=None, mask_type=None):
+    """aten._transformer_encoder_layer_fwd (nn.TransformerEncoderLayer's inference fast path) in plain torch ops:
+    what the adaptor runs for npu tensors (each op routed) and what the compile backend exports."""
     if mask is not None or src.dim() != 3:
-        return _refuse("_transformer_encoder_layer_fwd", "a mask (src_mask / src_key_padding_mask) or unbatched input")
+        raise NotImplementedError("npusim: the TransformerEncoderLayer fast path with a mask or an unbatched input")
     F = torch.nn.functional
-    x, qw, qb, pw, pb, n1w, n1b, n2w, n2b, f1w, f1b, f2w, f2b = _npu(
-        src, qkv_weight, qkv_bias, proj_weight, proj_bias, norm_weight_1, norm_bias_1, norm_weight_2, norm_bias_2,
-        ffn_weight_1, ffn_bias_1, ffn_weight_2, ffn_bias_2)
     act = F.gelu if use_gelu else F.relu
 
     def ff(y):
-        return F.linear(act(F.linear(y, f1w, f1b)), f2w, f2b)
+        return F.linear(act(F.linear(y, ffn_weight_1, ffn_bias_1)), ffn_weight_2, ffn_bias_2)
 
+    x = src
     if norm_first:
-        x = x + _mha(F.layer_norm(x, (embed_dim,), n1w, n1b, eps), embed_dim, num_heads, qw, qb, pw, pb)
-        x = x + ff(F.layer_norm(x, (embed_dim,), n2w, n2b, eps))
+        x = x + _mha(F.layer_norm(x, (embed_dim,), norm_weight_1, norm_bias_1, eps), embed_dim, num_heads, qkv_weight,
+                     qkv_bias, proj_weight, proj_bias)
+        x = x + ff(F.layer_norm(x, (embed_dim,), norm_weight_2, norm_bias_2, eps))
     else:
-        x = F.layer_norm(x + _mha(x, embed_dim, num_heads, qw, qb, pw, pb), (embed_dim,), n1w, n1b, eps)
-        x = F.layer_norm(x + ff(x), (embed_dim,), n2w, n2b, eps)
-    return _host(x)
+        x = F.layer_norm(x + _mha(x, embed_dim, num_heads, qkv_weight, qkv_bias, proj_weight, proj_bias), (embed_dim,),
+                         norm_weight_1, norm_bias_1, eps)
+        x = F.layer_norm(x + ff(x), (embed_dim,), norm_weight_2, norm_bias_2, eps)
+    return x
 
 
-def native_multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias,
-                                mask=None, need_weights=True, average_attn_weights=True, mask_type=None):
-    """nn.MultiheadAttention's inference fast path (batch_first, need_weights=False), as routed parts."""
+def multi_head_attention(query, key, value, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias,
+                         mask=None, need_weights=True, average_attn_weights=True, mask_type=None):
+    """aten._native_multi_head_attention (nn.MultiheadAttention's inference fast path) in plain torch ops."""
     if mask is not None or need_weights or query.dim() != 3:
-        return _refuse("_native_multi_head_attention", "a mask, need_weights=True or unbatched input")
-    q, k, v, qw, qb, pw, pb = _npu(query, key, value, qkv_weight, qkv_bias, proj_weight, proj_bias)
-    same = query is key and key is value
-    out = _mha(q, embed_dim, num_head, qw, qb, pw, pb) if same else _mha(q, embed_dim, num_head, qw, qb, pw, pb, k, v)
-    return _host(out), torch.empty(0, dtype=query.dtype)
+        raise NotImplementedError("npusim: the MultiheadAttention fast path with a mask, need_weights or unbatched input")
+    if query is key and key is value:
+        out = _mha(query, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias)
+    else:
+        out = _mha(query, embed_dim, num_head, qkv_weight, qkv_bias, proj_weight, proj_bias, key, value)
+    return out, torch.empty(0, dtype=query.dtype)
+
+
+# PyTorch's fused inference paths, as the composites above (the compile backend rewrites its FX graph with them).
+COMPOSITES = {aten._transformer_encoder_layer_fwd.default: encoder_layer,
+              aten._native_multi_head_attention.default: multi_head_attention}
+
+
+def _composite(name, f):
+    def route(*args, **kwargs):
+        try:
+            out = f(*_npu(*args), **{k: _wrap(v) if isinstance(v, torch.Tensor) else v for k, v in kwargs.items()})
+        except NotImplementedError as e:
+            return _refuse(name, str(e))
+        return tuple(_host(o) for o in out) if isinstance(out, tuple) else _host(out)
+    return route
 
 
 ATEN[aten.cat.default] = cat
 ATEN[aten.masked_fill.Scalar] = masked_fill
-ATEN[aten._transformer_encoder_layer_fwd.default] = transformer_encoder_layer_fwd
-ATEN[aten._native_multi_head_attention.default] = native_multi_head_attention
+for _op, _f in COMPOSITES.items():
+    ATEN[_op] = _composite(_op.overloadpacket.__name__, _f)

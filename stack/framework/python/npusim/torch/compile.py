@@ -15,13 +15,27 @@ import torch
 
 import npusim
 
-_compiled = []  # every NpusimGraph made, newest last (tests and the profiler read .model.graph)
+_compiled = []
+# Dynamo records the fused inference paths as the torch functions; the adaptor's table keys them by aten op.
+_TORCH_COMPOSITES = {torch._transformer_encoder_layer_fwd: torch.ops.aten._transformer_encoder_layer_fwd.default,
+                     torch._native_multi_head_attention: torch.ops.aten._native_multi_head_attention.default}  # every NpusimGraph made, newest last (tests and the profiler read .model.graph)
 
 
 class NpusimGraph:
     """One compiled FX graph: its ONNX model on the device and the mapping of call arguments to model inputs."""
 
     def __init__(self, gm: torch.fx.GraphModule, example_inputs):
+        from ._routes import COMPOSITES
+
+        # PyTorch's fused inference ops (TransformerEncoderLayer, MultiheadAttention) as plain ops the exporter takes.
+        changed = False
+        for node in gm.graph.nodes:
+            target = _TORCH_COMPOSITES.get(node.target, node.target) if node.op == "call_function" else None
+            if target in COMPOSITES:
+                node.target = COMPOSITES[target]
+                changed = True
+        if changed:
+            gm.recompile()
         placeholders = [n for n in gm.graph.nodes if n.op == "placeholder"]
         self.const_index = []
         for i, (node, x) in enumerate(zip(placeholders, example_inputs)):
