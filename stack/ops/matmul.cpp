@@ -208,6 +208,11 @@ void matmul_cube(const MatmulArgs& g) {
     if (t.vector_epilogue && g.split) cross_core_set_flag(2, PIPE_FIX, kTileReady);
     qc.FreeTensor(acc);
   }
+  // The epilogues of the last tiles (up to kMaxAhead) report done as well: their flags are taken here, so none is
+  // left set for the next kernel on these cores (cross-core flags persist between kernels, as on the hardware: a
+  // later mix kernel would see them set and read before its data is there).
+  if (t.vector_epilogue && g.split)
+    for (std::uint32_t k = std::min(local, kMaxAhead); k > 0; --k) cross_core_wait_flag(kTileDone, PIPE_FIX);
 }
 
 // The vector epilogue on rows [r0, r1) of a finished tile in GM: out = act(out + bias), in fp32.

@@ -194,7 +194,7 @@ class Device:
                 raise InputError(f"input '{s['name']}': expected shape {s['shape']}, got {list(a.shape)}")
             if got != want:
                 raise InputError(f"input '{s['name']}': expected {want}, got {got}")
-            arrays.append(a)
+            arrays.append(a.reshape(-1).view("uint8"))
         with _lock:
             outs, text = self._s.run(m._m, arrays if self.functional else [])
             r = self._record(text)

@@ -64,7 +64,7 @@ def to_numpy(x) -> np.ndarray:
 def spec(x):
     """(shape, dtype, data) for the native module."""
     a = to_numpy(x)
-    return (list(a.shape), device_dtype(a), a if a.size else b"")
+    return (list(a.shape), device_dtype(a), a.reshape(-1).view(np.uint8) if a.size else b"")
 
 
 def from_bytes(data: bytes, shape, dtype: str) -> np.ndarray:

@@ -237,6 +237,7 @@ def reset() -> None:
     _stats.views.clear()
     _stats.fallbacks.clear()
     _routes._reasons.clear()
+    _warned.clear()
 
 
 # --- set-up --------------------------------------------------------------------------------------------------------

@@ -70,6 +70,7 @@ class NpusimGraph:
                 if d.dim_param:
                     dims[d.dim_param] = int(size)
         buf = proto.SerializeToString()
+        self.onnx = buf  # the exported model (onnx.ModelProto bytes), e.g. to run with `npusim run`
         self.model = npusim.device().compile(buf, dims=dims)
         self.gm = gm
 
