@@ -21,7 +21,6 @@ Prints each check with its measured value; exits 1 if one fails.
 from __future__ import annotations
 
 import argparse
-import glob
 import json
 import math
 import os
@@ -45,10 +44,15 @@ def main() -> int:
     npusim.Device(config=a.config)
     os.makedirs(a.out, exist_ok=True)
     results = []
+    log = open(os.path.join(a.out, "verify_stack.txt"), "w")  # the same lines, for a CI log to show
+
+    def say(line):
+        print(line, flush=True)
+        print(line, file=log, flush=True)
 
     def check(name, ok, value):
         results.append(ok)
-        print(f"[{'PASS' if ok else 'FAIL'}] {name}: {value}", flush=True)
+        say(f"[{'PASS' if ok else 'FAIL'}] {name}: {value}")
 
     B, N, S, D = (1, 2, 256, 64) if a.small else (4, 32, 2048, 64)
     g = torch.Generator().manual_seed(2026)
@@ -126,9 +130,9 @@ def main() -> int:
     check("5 device: name", npusim.device().name in name, f"torch.npu.get_device_name(0) = {name!r}")
 
     r = torch_npu.report()
-    print(f"adaptor: routed {sum(r['routed'].values())} aten calls, {sum(r['fallbacks'].values())} CPU fallbacks "
-          f"{r['fallbacks'] or ''}")
-    print("verify_stack:", "all checks passed" if all(results) else f"{results.count(False)} check(s) failed")
+    say(f"adaptor: routed {sum(r['routed'].values())} aten calls, {sum(r['fallbacks'].values())} CPU fallbacks "
+        f"{r['fallbacks'] or ''}")
+    say("verify_stack: " + ("all checks passed" if all(results) else f"{results.count(False)} check(s) failed"))
     return 0 if all(results) else 1
 
 

@@ -21,4 +21,11 @@ if [ "$build_dir" = build-asan ]; then
   # has returned, are not scanned.
   export LSAN_OPTIONS="use_stacks=0${LSAN_OPTIONS:+:$LSAN_OPTIONS}"
 fi
-exec ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" "${exclude[@]}" "$@"
+status=0
+ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" "${exclude[@]}" "$@" || status=$?
+# The five-layer check's measured values (examples/verify_stack.py, ctest verify_stack), shown whether it passed or not.
+if [ -f "$build_dir/tests/verify_stack/verify_stack.txt" ]; then
+  echo "--- examples/verify_stack.py (ctest verify_stack) ---"
+  cat "$build_dir/tests/verify_stack/verify_stack.txt"
+fi
+exit $status
