@@ -204,15 +204,10 @@ void Device::memcpy_d2d(std::uint64_t dst, std::uint64_t src, std::uint64_t byte
 void Device::run(const std::function<void(Device&)>& host) {
   start_firmware();
   sc_core::sc_spawn([this, &host] {
-    try {
+    host_or_stop([&] {
       host(*this);
       synchronize();
-    } catch (const sc_core::sc_unwind_exception&) {
-      throw;
-    } catch (...) {
-      host_error_ = std::current_exception();
-      sc_core::sc_stop();
-    }
+    });
   });
   sc_core::sc_start();
   check_finished();
@@ -261,15 +256,19 @@ void Device::begin() {
       }
       sc_core::sc_pause();
     }
-    try {
-      synchronize();
-    } catch (const sc_core::sc_unwind_exception&) {
-      throw;
-    } catch (...) {
-      host_error_ = std::current_exception();
-      sc_core::sc_stop();
-    }
+    host_or_stop([this] { synchronize(); });
   });
+}
+
+void Device::host_or_stop(const std::function<void()>& f) {
+  try {
+    f();
+  } catch (const sc_core::sc_unwind_exception&) {
+    throw;  // SystemC unwinding the host thread
+  } catch (...) {
+    host_error_ = std::current_exception();
+    sc_core::sc_stop();
+  }
 }
 
 void Device::call(const std::function<void(Device&)>& f) {

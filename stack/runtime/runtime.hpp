@@ -115,6 +115,8 @@ class Device {
   void start_firmware();    // the task scheduler on the control CPU, SystemC's reports quietened
   void check_device_errors();
   void check_finished();    // after the simulation ended: the host's error, a device error, or unfinished tasks
+  // Runs f on the host thread; what it throws becomes the host's error and stops the simulation.
+  void host_or_stop(const std::function<void()>& f);
   // Stepwise mode.
   enum class Phase : std::uint8_t { kIdle, kStepping, kEnded } phase_ = Phase::kIdle;
   std::function<void(Device&)> pending_;

@@ -173,8 +173,7 @@ PYBIND11_MODULE(_core, m) {
         for (const auto& s : mo.outputs()) l.append(spec_dict(s));
         return l;
       })
-      .def("graph_report", [](const fw::Model& mo) { return mo.graph_report().dump(); })
-      .def("model_report", [](const fw::Model& mo) { return mo.model_report().dump(); });
+      .def("graph_report", [](const fw::Model& mo) { return mo.graph_report().dump(); });
 
   py::class_<PySession>(m, "Session")
       .def(py::init<const std::string&, const std::vector<std::string>&, bool, const std::string&, const std::string&>(),
@@ -206,10 +205,4 @@ PYBIND11_MODULE(_core, m) {
     return l;
   });
   m.def("kernel_name", &ops::kernel_name);
-  m.def("config_json", [](const std::string& config, const std::vector<std::string>& sets) {
-    const npusim::config::LoadedConfig c = npusim::config::load_config(config, sets);
-    nlohmann::json j = {{"name", c.chip.name}, {"source", c.source}, {"organisation", c.chip.cores.organisation},
-                        {"core_hz", c.chip.clock.core_hz}, {"hbm_peak_bytes_per_second", c.chip.hbm.peak_bytes_per_second()}};
-    return j.dump();
-  });
 }

@@ -12,8 +12,6 @@ npusim.InputError naming the op and the parameter.
 
 from __future__ import annotations
 
-import math
-
 from ._tensors import to_numpy
 
 
@@ -211,6 +209,3 @@ def transpose(x, perm=None):
         p["perm"] = ",".join(str(int(i)) for i in perm)
     return _one("transpose", x, **p)
 
-
-def default_scale(d: int) -> float:
-    return 1.0 / math.sqrt(d)

@@ -14,7 +14,6 @@ from npusim import ops
 
 aten = torch.ops.aten
 FLOATS = (torch.float16, torch.bfloat16, torch.float32)
-HALF = (torch.float16, torch.bfloat16)
 _reasons: dict = {}  # aten op -> why the last call fell back (for report())
 
 
@@ -64,13 +63,16 @@ def _operand(x):
     return x, False
 
 
-@_guard("mm")
-def mm(a, b):
-    if a.dtype != b.dtype or a.dtype not in FLOATS:
-        return _refuse("mm", f"dtypes {a.dtype}, {b.dtype}")
-    aa, ta = _operand(a)
-    bb, tb = _operand(b)
-    return _back(ops.matmul(_cube(aa), _cube(bb), trans_a=ta, trans_b=tb), a.dtype)
+def _product(name):
+    """mm and bmm: [batched] matrix products on the Cube."""
+    @_guard(name)
+    def route(a, b):
+        if a.dtype != b.dtype or a.dtype not in FLOATS:
+            return _refuse(name, f"dtypes {a.dtype}, {b.dtype}")
+        aa, ta = _operand(a)
+        bb, tb = _operand(b)
+        return _back(ops.matmul(_cube(aa), _cube(bb), trans_a=ta, trans_b=tb), a.dtype)
+    return route
 
 
 @_guard("addmm")
@@ -83,15 +85,6 @@ def addmm(bias, a, b, beta=1, alpha=1):
     bb, tb = _operand(b)
     y = ops.matmul(_cube(aa), _cube(bb), bias=_cube(bias.reshape(n).to(a.dtype)), trans_a=ta, trans_b=tb)
     return _back(y, a.dtype)
-
-
-@_guard("bmm")
-def bmm(a, b):
-    if a.dtype != b.dtype or a.dtype not in FLOATS:
-        return _refuse("bmm", f"dtypes {a.dtype}, {b.dtype}")
-    aa, ta = _operand(a)
-    bb, tb = _operand(b)
-    return _back(ops.matmul(_cube(aa), _cube(bb), trans_a=ta, trans_b=tb), a.dtype)
 
 
 # --- row-wise --------------------------------------------------------------------------------------------------
@@ -381,9 +374,9 @@ def npu_fusion_attention(query, key, value, head_num, input_layout, pse=None, pa
 # --- the tables --------------------------------------------------------------------------------------------------
 
 ATEN = {
-    aten.mm.default: mm,
+    aten.mm.default: _product("mm"),
     aten.addmm.default: addmm,
-    aten.bmm.default: bmm,
+    aten.bmm.default: _product("bmm"),
     aten._softmax.default: softmax,
     aten._log_softmax.default: log_softmax,
     aten.native_layer_norm.default: native_layer_norm,
