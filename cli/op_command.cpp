@@ -39,9 +39,10 @@ int run_op_command(const OpOptions& opts) {
   const DType dtype = ops::parse_dtype(opts.dtype);
   // The op, its parameters and its input shapes are checked before the config is read.
   const std::vector<ops::TensorDesc> inputs = stack::framework::Session::op_inputs(opts.name, params, dtype);
+  const ops::Call call = stack::framework::Session::op_call(opts.name, params);
   const ops::OpDef* op = ops::find_op(opts.name);
   const config::LoadedConfig loaded = config::load_config(opts.config, opts.sets);
-  (void)op->plan(inputs, params, loaded.chip);  // a call the op refuses is refused before any file is opened
+  (void)op->plan(inputs, call, loaded.chip);  // a call the op refuses is refused before any file is opened
   const hw::core::Mode mode = opts.check ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
   stack::framework::Session session(loaded, mode, opts.trace, opts.summary);
 
@@ -52,7 +53,7 @@ int run_op_command(const OpOptions& opts) {
     const std::pair<float, float> range = i < op->input_ranges.size() ? op->input_ranges[i] : std::make_pair(-1.0f, 1.0f);
     if (mode == hw::core::Mode::kFunctional) random_tensor(inputs[i], range, rng, in_bytes[i], in_values[i]);
   }
-  stack::framework::RunResult result = session.run_op(opts.name, params, inputs, in_bytes);
+  stack::framework::RunResult result = session.run_op(opts.name, call, inputs, in_bytes, params);
   nlohmann::json& report = result.report;
   const std::vector<std::vector<std::uint8_t>>& out_bytes = result.outputs;
   const std::uint32_t block_dim = report["op"]["block_dim"].get<std::uint32_t>();
@@ -61,10 +62,10 @@ int run_op_command(const OpOptions& opts) {
     outs.push_back({ops::parse_shape(o["shape"].get<std::string>()), ops::parse_dtype(o["dtype"].get<std::string>())});
   int status = 0;
   if (opts.check) {
-    const std::vector<ops::HostTensor> ref = op->reference(inputs, params, in_values);
+    const std::vector<ops::HostTensor> ref = op->reference(inputs, call, in_values);
     double max_abs = 0, max_rel = 0;
     bool passed = true;
-    const double extra = op->extra_atol ? op->extra_atol(inputs, params) : 0.0;
+    const double extra = op->extra_atol ? op->extra_atol(inputs, call) : 0.0;
     for (std::size_t o = 0; o < outs.size(); ++o) {
       auto [atol, rtol] = default_tolerance(outs[o].dtype);
       atol += extra;

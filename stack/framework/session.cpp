@@ -242,28 +242,24 @@ const ops::OpDef& find(const std::string& name) {
   return *op;
 }
 
-void check_params(const ops::OpDef& op, const ops::Params& params) {
-  for (const auto& [key, value] : params) {
-    if (std::find(op.params.begin(), op.params.end(), key) == op.params.end()) {
-      std::string known;
-      for (const auto& p : op.params) known += (known.empty() ? "" : ", ") + p;
-      throw InputError("op " + op.name + " has no parameter '" + key + "' (it takes: " + known + ")");
-    }
-  }
-}
-
 }  // namespace
+
+ops::Call Session::op_call(const std::string& name, const ops::Params& params) { return ops::parse_call(find(name), params); }
 
 std::vector<ops::TensorDesc> Session::op_inputs(const std::string& name, const ops::Params& params, hw::isa::DType dtype) {
   const ops::OpDef& op = find(name);
-  check_params(op, params);
+  (void)ops::parse_call(op, params);  // unknown keys and bad values are named first
   return op.inputs(params, dtype);
 }
 
 RunResult Session::run_op(const std::string& name, const ops::Params& params, const std::vector<ops::TensorDesc>& inputs,
                           const std::vector<std::vector<std::uint8_t>>& values) {
+  return run_op(name, op_call(name, params), inputs, values, params);
+}
+
+RunResult Session::run_op(const std::string& name, const ops::Call& call, const std::vector<ops::TensorDesc>& inputs,
+                          const std::vector<std::vector<std::uint8_t>>& values, const ops::Params& params) {
   const ops::OpDef& op = find(name);
-  check_params(op, params);
   const bool functional = this->functional();
   if (functional) {
     if (values.size() != inputs.size())
@@ -276,7 +272,7 @@ RunResult Session::run_op(const std::string& name, const ops::Params& params, co
                          " bytes), " + std::to_string(values[i].size()) + " bytes given");
   }
   // Shapes and tiling are checked before anything is simulated.
-  const ops::OpPlan plan = op.plan(inputs, params, chip());
+  const ops::OpPlan plan = op.plan(inputs, call, chip());
   std::vector<std::vector<std::uint8_t>> out(plan.outputs.size());
   nlohmann::json report = impl_->call([&](runtime::Device& d) {
     if (impl_->streams.empty()) impl_->streams.push_back(d.create_stream());

@@ -94,11 +94,17 @@ class Session {
   // `outputs` (per output: name, shape, dtype, mean, max_abs, finite).
   RunResult run(const Model& model, const std::vector<std::vector<std::uint8_t>>& inputs);
 
-  // One library op call: `inputs` describe the tensors the op takes (their shapes and dtypes), `params` its other
-  // parameters (the ones of `npusim op NAME -p`). The report carries `op` as `npusim op --json` does. Throws
-  // InputError naming the op and the parameter for a call the op refuses, before anything runs.
+  // One library op call: `inputs` describe the tensors the op takes (their shapes and dtypes), `call` the op's typed
+  // call (stack/ops/calls.hpp). The report carries `op` as `npusim op --json` does, with `text` (the call as the
+  // user wrote it, if any) under op.params. Throws InputError naming the op and what it refuses, before anything
+  // runs.
+  RunResult run_op(const std::string& op, const ops::Call& call, const std::vector<ops::TensorDesc>& inputs,
+                   const std::vector<std::vector<std::uint8_t>>& values, const ops::Params& text = {});
+  // The same with the call as text (the parameters of `npusim op NAME -p`), parsed once into the typed call.
   RunResult run_op(const std::string& op, const ops::Params& params, const std::vector<ops::TensorDesc>& inputs,
                    const std::vector<std::vector<std::uint8_t>>& values);
+  // The typed call of `npusim op NAME -p ...`: unknown keys and bad values refused, naming them.
+  static ops::Call op_call(const std::string& op, const ops::Params& params);
   // The input descriptions `npusim op NAME -p ... --dtype` gives an op (from its shape parameters).
   static std::vector<ops::TensorDesc> op_inputs(const std::string& op, const ops::Params& params, hw::isa::DType dtype);
 

@@ -27,13 +27,18 @@ const std::vector<std::string>& supported_op_types() {
 
 namespace {
 
-std::string dtype_param(DType t) { return std::string(hw::isa::dtype_name(t)); }
 
 // A float attribute as an op parameter, without losing digits (std::to_string keeps six decimals).
 std::string num(double v) {
   char buf[32];
   std::snprintf(buf, sizeof buf, "%.9g", v);
   return buf;
+}
+
+ops::NormCall norm_call(float eps) {
+  ops::NormCall c;
+  c.eps = eps;
+  return c;
 }
 
 class Lowering {
@@ -130,8 +135,8 @@ class Lowering {
   const ProgramTensor& t(int i) const { return p_.tensors[static_cast<std::size_t>(i)]; }
   ProgramTensor& t(int i) { return p_.tensors[static_cast<std::size_t>(i)]; }
 
-  void step(const Node& n, const std::string& op, ops::Params params, std::vector<int> in, std::vector<int> out) {
-    p_.steps.push_back(Step{n.name, op, std::move(params), std::move(in), std::move(out), {}, {}});
+  void step(const Node& n, const std::string& op, ops::Call call, std::vector<int> in, std::vector<int> out) {
+    p_.steps.push_back(Step{n.name, op, std::move(call), std::move(in), std::move(out), {}, {}});
   }
   void view(const Node& n, ValueId out, int base) {
     const int o = tensor(out, "node '" + n.name + "'");
@@ -161,15 +166,13 @@ class Lowering {
     }
     if (n.domain == "npusim" && n.op_type == "RMSNormalization") {
       const int x = tensor(n.inputs.at(0), where);
-      step(n, "rmsnorm", {{"shape", ops::shape_string(t(x).desc.shape)}, {"eps", num(n.attr_float("epsilon", 1e-6f))}},
-           {x, tensor(n.inputs.at(1), where)}, {tensor(n.outputs.at(0), where)});
+      step(n, "rmsnorm", norm_call(n.attr_float("epsilon", 1e-6f)), {x, tensor(n.inputs.at(1), where)}, {tensor(n.outputs.at(0), where)});
       return;
     }
     if (n.domain == "npusim" && n.op_type == "Gelu") {
       const int x = tensor(n.inputs.at(0), where);
       const Attribute* approx = n.attr("approximate");
-      step(n, approx && approx->s == "tanh" ? "gelu_tanh" : "gelu", {{"shape", ops::shape_string(t(x).desc.shape)}}, {x},
-           {tensor(n.outputs.at(0), where)});
+      step(n, approx && approx->s == "tanh" ? "gelu_tanh" : "gelu", ops::Operands{}, {x}, {tensor(n.outputs.at(0), where)});
       return;
     }
     if (n.domain == "npusim" && n.op_type == "RoPE") {
@@ -178,7 +181,7 @@ class Lowering {
       const Attribute* layout = n.attr("layout");
       const bool bsnd = layout && layout->s == "bsnd";
       const ops::Shape table{s[s.size() - (bsnd ? 3 : 2)], s.back()};
-      step(n, "rope", {{"shape", ops::shape_string(s)}, {"layout", bsnd ? "bsnd" : "bnsd"}}, {x, c, sn}, {tensor(n.outputs.at(0), where)});
+      step(n, "rope", ops::RopeCall{bsnd ? ops::RopeLayout::kBsnd : ops::RopeLayout::kBnsd}, {x, c, sn}, {tensor(n.outputs.at(0), where)});
       p_.steps.back().shapes = {s, table, table};
       return;
     }
@@ -197,8 +200,9 @@ class Lowering {
       std::vector<int> outs{tensor(n.outputs.at(0), where)};
       const bool sum = n.outputs.size() > 1 && n.outputs[1] != kNoValue;
       if (sum) outs.push_back(tensor(n.outputs[1], where));
-      step(n, "add_layernorm", {{"shape", ops::shape_string({rows, h})}, {"eps", num(n.attr_float("epsilon", 1e-5f))}, {"sum", sum ? "1" : "0"}},
-           {a, b, gamma, beta}, outs);
+      ops::NormCall call = norm_call(n.attr_float("epsilon", 1e-5f));
+      call.sum = sum;
+      step(n, "add_layernorm", call, {a, b, gamma, beta}, outs);
       p_.steps.back().shapes = {{rows, h}, {rows, h}, {h}, {h}};
       return;
     }
@@ -206,7 +210,6 @@ class Lowering {
       const int o = tensor(n.outputs.at(0), where);
       const Attribute* expr = n.attr("expr");
       if (!expr) fail(n, "the 'expr' attribute is missing");
-      ops::Params p{{"shape", ops::shape_string(t(o).desc.shape)}, {"expr", expr->s}};
       std::vector<int> ins;
       for (std::size_t k = 0; k < n.inputs.size(); ++k) {
         const Value& v = g_.value(n.inputs[k]);
@@ -217,10 +220,9 @@ class Lowering {
         } else {
           x = tensor(n.inputs[k], where);
         }
-        p["shape_x" + std::to_string(k)] = ops::shape_string(t(x).desc.shape);
         ins.push_back(x);
       }
-      step(n, "fused_elementwise", p, ins, {o});
+      step(n, "fused_elementwise", ops::FusedElementwiseCall{expr->s, t(o).desc.shape}, ins, {o});
       if (const Attribute* k = n.attr("kernel")) p_.steps.back().kernel = k->s;
       return;
     }
@@ -264,7 +266,7 @@ class Lowering {
       if (op == "Div" && ops::elements(sa) == 1 && !t(a).constant.empty() && ops::elements(sb) > 1) {
         const auto one = g_.value(n.inputs[0]).constant->as_doubles();
         if (one.size() == 1 && one[0] == 1.0) {  // 1 / x
-          step(n, "reciprocal", {{"shape", ops::shape_string(sb)}}, {b}, {out(0)});
+          step(n, "reciprocal", ops::Operands{}, {b}, {out(0)});
           return;
         }
       }
@@ -286,14 +288,14 @@ class Lowering {
       if (t(a).desc.dtype != t(b).desc.dtype) fail(n, "inputs of different dtypes");
       std::string name = op;
       std::transform(name.begin(), name.end(), name.begin(), ::tolower);
-      step(n, name, {{"shape", ops::shape_string(t(a).desc.shape)}, {"shape_b", ops::shape_string(t(b).desc.shape)}}, {a, b}, {out(0)});
+      step(n, name, ops::Operands{}, {a, b}, {out(0)});
       return;
     }
     static const std::map<std::string, std::string> unary = {
         {"Relu", "relu"}, {"Exp", "exp"}, {"Log", "log"}, {"Sqrt", "sqrt"}, {"Abs", "abs"}, {"Neg", "neg"},
         {"Reciprocal", "reciprocal"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Erf", "erf"}};
     if (const auto u = unary.find(op); u != unary.end()) {
-      step(n, u->second, {{"shape", ops::shape_string(t(in(0)).desc.shape)}}, {in(0)}, {out(0)});
+      step(n, u->second, ops::Operands{}, {in(0)}, {out(0)});
       return;
     }
     if (op == "Pow") {  // constant exponents: x^2 as x * x, x^0.5 as sqrt, other small ones as one fused expression
@@ -301,16 +303,15 @@ class Lowering {
       if (!e.constant || e.constant->elements() != 1) fail(n, "the exponent must be a constant scalar");
       const double ex = e.constant->as_doubles()[0];
       const int x = in(0);
-      const std::string shape = ops::shape_string(t(x).desc.shape);
       static const std::map<double, std::string> forms = {
           {1.0, "x0"}, {3.0, "mul(mul(x0,x0),x0)"}, {4.0, "mul(mul(x0,x0),mul(x0,x0))"}, {-1.0, "reciprocal(x0)"},
           {-2.0, "reciprocal(mul(x0,x0))"}, {-0.5, "rsqrt(x0)"}, {1.5, "mul(x0,sqrt(x0))"}};
       if (ex == 2.0)
-        step(n, "mul", {{"shape", shape}, {"shape_b", shape}}, {x, x}, {out(0)});
+        step(n, "mul", ops::Operands{}, {x, x}, {out(0)});
       else if (ex == 0.5)
-        step(n, "sqrt", {{"shape", shape}}, {x}, {out(0)});
+        step(n, "sqrt", ops::Operands{}, {x}, {out(0)});
       else if (const auto f = forms.find(ex); f != forms.end())
-        step(n, "fused_elementwise", {{"shape", shape}, {"expr", f->second}}, {x}, {out(0)});
+        step(n, "fused_elementwise", ops::FusedElementwiseCall{f->second, t(x).desc.shape}, {x}, {out(0)});
       else
         fail(n, "the exponent " + num(ex) + " is not supported (2, 0.5, 3, 4, 1.5, 1, -0.5, -1, -2 are)");
       return;
@@ -321,7 +322,7 @@ class Lowering {
       const ops::Shape s = t(x).desc.shape;
       const std::int64_t axis = axis_in(n, n.attr_int("axis", g_.opset && g_.opset < 13 ? 1 : -1), s.size());
       if (axis == static_cast<std::int64_t>(s.size()) - 1) {
-        step(n, kernel, {{"shape", ops::shape_string(s)}}, {x}, {out(0)});
+        step(n, kernel, ops::SoftmaxCall{}, {x}, {out(0)});
         return;
       }
       if (g_.opset && g_.opset < 13) fail(n, op + " before opset 13 (over the flattened trailing dims) is supported on the last axis only");
@@ -332,10 +333,10 @@ class Lowering {
       const DType dt = t(x).desc.dtype;
       const int tr = temp(n.name + "/transposed", ops::TensorDesc{{a, b, k}, dt});
       const int sm = temp(n.name + "/softmax", ops::TensorDesc{{a, b, k}, dt});
-      step(n, "transpose", {{"shape", ops::shape_string({a, k, b})}, {"perm", "0,2,1"}}, {x}, {tr});
+      step(n, "transpose", ops::TransposeCall{{0, 2, 1}}, {x}, {tr});
       p_.steps.back().shapes = {{a, k, b}};
-      step(n, kernel, {{"shape", ops::shape_string({a, b, k})}}, {tr}, {sm});
-      step(n, "transpose", {{"shape", ops::shape_string({a, b, k})}, {"perm", "0,2,1"}}, {sm}, {out(0)});
+      step(n, kernel, ops::SoftmaxCall{}, {tr}, {sm});
+      step(n, "transpose", ops::TransposeCall{{0, 2, 1}}, {sm}, {out(0)});
       return;
     }
     if (op == "Slice") {
@@ -355,23 +356,14 @@ class Lowering {
         e[d] = std::min<std::int64_t>(ends[k], static_cast<std::int64_t>(s[d]));
         st[d] = steps[k];
       }
-      auto list = [](const std::vector<std::int64_t>& v) {
-        std::string r;
-        for (std::size_t k = 0; k < v.size(); ++k) r += (k ? "," : "") + std::to_string(v[k]);
-        return r;
-      };
-      step(n, "slice", {{"shape", ops::shape_string(s)}, {"starts", list(b)}, {"ends", list(e)}, {"steps", list(st)}}, {x}, {out(0)});
+      step(n, "slice", ops::SliceCall{b, e, st}, {x}, {out(0)});
       return;
     }
     if (op == "Concat") {
       std::vector<int> ins;
-      std::string shapes;
-      for (std::size_t k = 0; k < n.inputs.size(); ++k) {
-        ins.push_back(in(k));
-        shapes += (k ? "," : "") + ops::shape_string(t(ins.back()).desc.shape);
-      }
+      for (std::size_t k = 0; k < n.inputs.size(); ++k) ins.push_back(in(k));
       const std::int64_t axis = axis_in(n, n.attr_int("axis", 0), t(ins[0]).desc.shape.size());
-      step(n, "concat", {{"shapes", shapes}, {"axis", std::to_string(axis)}}, ins, {out(0)});
+      step(n, "concat", ops::ConcatCall{axis}, ins, {out(0)});
       return;
     }
     if (op == "Split") {
@@ -381,18 +373,17 @@ class Lowering {
       std::vector<std::int64_t> sizes = ints_of(n, 1, "split");
       if (const Attribute* a = n.attr("split")) sizes = a->ints;
       std::vector<int> outs;
-      std::string list;
       for (std::size_t k = 0; k < n.outputs.size(); ++k) {
         outs.push_back(out(k));
         if (sizes.size() < n.outputs.size()) sizes.push_back(static_cast<std::int64_t>(t(outs.back()).desc.shape[static_cast<std::size_t>(axis)]));
-        list += (k ? "," : "") + std::to_string(sizes[k]);
       }
-      step(n, "split", {{"shape", ops::shape_string(s)}, {"axis", std::to_string(axis)}, {"sizes", list}}, {x}, outs);
+      sizes.resize(n.outputs.size());
+      step(n, "split", ops::SplitCall{axis, sizes}, {x}, outs);
       return;
     }
     if (op == "Expand") {
       const int x = in(0), o = out(0);
-      step(n, "expand", {{"shape", ops::shape_string(t(x).desc.shape)}, {"to", ops::shape_string(t(o).desc.shape)}}, {x}, {o});
+      step(n, "expand", ops::ExpandCall{t(o).desc.shape}, {x}, {o});
       return;
     }
     if (lower_as_expression(n)) return;
@@ -421,9 +412,9 @@ class Lowering {
         const bool used = !g_.value(o).consumers.empty() || std::find(g_.outputs.begin(), g_.outputs.end(), o) != g_.outputs.end();
         stats = stats || used;
       }
-      ops::Params p{{"shape", ops::shape_string({rows, h})}, {"eps", num(n.attr_float("epsilon", 1e-5f))}};
+      ops::NormCall call = norm_call(n.attr_float("epsilon", 1e-5f));
+      call.stats = stats;
       if (stats) {
-        p["stats"] = "1";
         for (std::size_t k = 1; k < 3; ++k) {
           const bool present = k < n.outputs.size() && n.outputs[k] != kNoValue;
           const int o = present ? out(k) : temp(n.name + "/stat" + std::to_string(k), ops::TensorDesc{{rows, 1}, DType::kFp32});
@@ -431,7 +422,7 @@ class Lowering {
           outs.push_back(o);
         }
       }
-      step(n, "layernorm", p, {x, gamma, beta}, outs);
+      step(n, "layernorm", call, {x, gamma, beta}, outs);
       p_.steps.back().shapes = {{rows, h}, {h}, {h}};
       return;
     }
@@ -445,7 +436,7 @@ class Lowering {
         view(n, n.outputs[0], x);
         return;
       }
-      step(n, "cast", {{"shape", ops::shape_string(t(x).desc.shape)}, {"to", dtype_param(t(o).desc.dtype)}}, {x}, {o});
+      step(n, "cast", ops::CastCall{t(o).desc.dtype}, {x}, {o});
       return;
     }
     if (op == "ReduceSum" || op == "ReduceMean" || op == "ReduceMax") {
@@ -460,7 +451,7 @@ class Lowering {
       if (reduced.empty()) reduced = {1};
       const int r = temp(n.name + "/reduced", ops::TensorDesc{reduced, t(x).desc.dtype});
       std::string name = op == "ReduceSum" ? "reduce_sum" : op == "ReduceMean" ? "reduce_mean" : "reduce_max";
-      step(n, name, {{"shape", ops::shape_string(t(x).desc.shape)}, {"axis", std::to_string(axis)}}, {x}, {r});
+      step(n, name, ops::ReduceCall{axis}, {x}, {r});
       view(n, n.outputs[0], r);  // keepdims or not: the same bytes
       return;
     }
@@ -488,11 +479,6 @@ class Lowering {
     std::sort(sorted.begin(), sorted.end());
     for (std::size_t i = 0; i < r; ++i)
       if (sorted[i] != i || p.size() != r) fail(n, "perm is not a permutation of the " + std::to_string(r) + " dims");
-    auto list = [](const std::vector<std::size_t>& v) {
-      std::string out;
-      for (std::size_t i = 0; i < v.size(); ++i) out += (i ? "," : "") + std::to_string(v[i]);
-      return out;
-    };
     // Permutes `cur` (the current dim order, as input dims) to `want` with one transpose step.
     int at = x;
     std::vector<std::size_t> cur(r);
@@ -508,7 +494,7 @@ class Lowering {
       const int dst = last ? o : temp(n.name + "/step" + std::to_string(p_.steps.size()), ops::TensorDesc{shape, t(x).desc.dtype});
       ops::Shape from;
       for (std::size_t d : cur) from.push_back(s[d]);
-      step(n, "transpose", {{"shape", ops::shape_string(from)}, {"perm", list(q)}}, {at}, {dst});
+      step(n, "transpose", ops::TransposeCall{q}, {at}, {dst});
       at = dst;
       cur = want;
     };
@@ -533,7 +519,7 @@ class Lowering {
   int expanded(const Node& n, int x, const ops::Shape& shape) {
     if (t(x).desc.shape == shape) return x;
     const int e = temp(n.name + "/" + t(x).name + "/expanded", ops::TensorDesc{shape, t(x).desc.dtype});
-    step(n, "expand", {{"shape", ops::shape_string(t(x).desc.shape)}, {"to", ops::shape_string(shape)}}, {x}, {e});
+    step(n, "expand", ops::ExpandCall{shape}, {x}, {e});
     return e;
   }
 
@@ -549,7 +535,6 @@ class Lowering {
     const DType dt = t(o).desc.dtype;
     std::vector<int> ins;
     std::vector<std::string> args;
-    ops::Params p{{"shape", ops::shape_string(shape)}};
     for (const ValueId v : operands) {
       const Value& val = g_.value(v);
       if (val.constant && val.constant->elements() == 1 && device_dtype(val.type)) {
@@ -570,12 +555,10 @@ class Lowering {
           !std::equal(xs.begin(), xs.end(), shape.end() - static_cast<std::ptrdiff_t>(xs.size())))
         x = expanded(n, x, shape);
       args.push_back("x" + std::to_string(ins.size()));
-      p["shape_x" + std::to_string(ins.size())] = ops::shape_string(t(x).desc.shape);
       ins.push_back(x);
     }
     if (ins.size() > 8) fail(n, "more than 8 tensor inputs");
-    p["expr"] = build(args);
-    step(n, "fused_elementwise", p, ins, {o});
+    step(n, "fused_elementwise", ops::FusedElementwiseCall{build(args), shape}, ins, {o});
     p_.steps.back().kernel = kernel;
   }
 
@@ -650,14 +633,14 @@ class Lowering {
       return c;
     }
     const int c = temp(n.name + "/" + what + "_fp16", ops::TensorDesc{t(x).desc.shape, cube});
-    step(n, "cast", {{"shape", ops::shape_string(t(x).desc.shape)}, {"to", dtype_param(cube)}}, {x}, {c});
+    step(n, "cast", ops::CastCall{cube}, {x}, {c});
     return c;
   }
 
   // A Cube result in fp16 `result` cast to the graph's fp32 `o` (nothing when they are the same tensor).
   void widen(const Node& n, int result, int o) {
     if (result == o) return;
-    step(n, "cast", {{"shape", ops::shape_string(t(o).desc.shape)}, {"to", dtype_param(t(o).desc.dtype)}}, {result}, {o});
+    step(n, "cast", ops::CastCall{t(o).desc.dtype}, {result}, {o});
     widened_[o] = result;
   }
 
@@ -670,14 +653,21 @@ class Lowering {
     int q = tensor(n.inputs.at(0), where), k = tensor(n.inputs.at(1), where), v = tensor(n.inputs.at(2), where);
     const int o = tensor(n.outputs.at(0), where);
     const DType dt = t(q).desc.dtype, cube = dt == DType::kFp32 ? DType::kFp16 : dt;
-    const char* names[] = {"B", "N", "KVN", "S", "SK", "D"};
-    ops::Params p{{"causal", std::to_string(n.attr_int("causal", 0))}, {"scale", num(n.attr_float("scale", 1.0f))}};
-    for (std::size_t i = 0; i < 6; ++i) p[names[i]] = std::to_string(shape->ints[i]);
-    for (const char* tn : {"q", "k", "v", "o"}) {
+    ops::FlashAttentionCall call;
+    std::uint32_t* dims[] = {&call.B, &call.N, &call.KVN, &call.S, &call.SK, &call.D};
+    for (std::size_t i = 0; i < 6; ++i) {
+      if (shape->ints[i] <= 0 || shape->ints[i] > (1 << 20)) fail(n, "the 'shape' attribute has " + std::to_string(shape->ints[i]));
+      *dims[i] = static_cast<std::uint32_t>(shape->ints[i]);
+    }
+    call.causal = n.attr_int("causal", 0) != 0;
+    call.scale = n.attr_float("scale", 1.0f);
+    for (auto [tn, strides] : {std::pair{"q", &call.q}, {"k", &call.k}, {"v", &call.v}, {"o", &call.o}}) {
       const Attribute* l = n.attr(std::string(tn) + "_layout");
       if (!l || l->ints.size() != 4) fail(n, std::string("the '") + tn + "_layout' attribute (b, n, s strides, offset) is missing");
-      p[std::string(tn) + "_strides"] = std::to_string(l->ints[0]) + "," + std::to_string(l->ints[1]) + "," + std::to_string(l->ints[2]);
-      p[std::string(tn) + "_offset"] = std::to_string(l->ints[3]);
+      for (auto v : l->ints)
+        if (v < 0) fail(n, std::string("the '") + tn + "_layout' attribute has a negative stride or offset");
+      *strides = ops::AttentionStrides{static_cast<std::uint64_t>(l->ints[0]), static_cast<std::uint64_t>(l->ints[1]),
+                                       static_cast<std::uint64_t>(l->ints[2]), static_cast<std::uint64_t>(l->ints[3])};
     }
     q = to_half(n, q, cube, "q");
     k = to_half(n, k, cube, "k");
@@ -687,15 +677,20 @@ class Lowering {
       int m = tensor(n.inputs[3], where);
       if (t(m).desc.dtype != cube) m = to_half(n, m, cube, "mask");
       ins.push_back(m);
-      p["mask"] = "1";
+      call.mask = true;
       if (const Attribute* ms = n.attr("mask_shape")) {
         if (ms->ints.size() != 3) fail(n, "the 'mask_shape' attribute (batch, head, row dims of the mask) is not three ints");
-        p["mask_shape"] = std::to_string(ms->ints[0]) + "," + std::to_string(ms->ints[1]) + "," + std::to_string(ms->ints[2]);
+        std::vector<std::uint32_t> dims3;
+        for (auto v : ms->ints) {
+          if (v <= 0 || v > (1 << 20)) fail(n, "the 'mask_shape' attribute has " + std::to_string(v));
+          dims3.push_back(static_cast<std::uint32_t>(v));
+        }
+        call.mask_shape = dims3;
       }
     }
     int result = o;
     if (t(o).desc.dtype != cube) result = temp(n.name + "/out_fp16", ops::TensorDesc{t(o).desc.shape, cube});
-    step(n, "flash_attention", p, ins, {result});
+    step(n, "flash_attention", call, ins, {result});
     widen(n, result, o);
   }
 
@@ -707,7 +702,7 @@ class Lowering {
     const bool ta = gemm && n.attr_int("transA", 0), tb = gemm && n.attr_int("transB", 0);
     if (gemm && (n.attr_float("alpha", 1.0f) != 1.0f || n.attr_float("beta", 1.0f) != 1.0f)) fail(n, "alpha and beta must be 1");
     const ops::Shape sa = t(a).desc.shape, sb = t(b).desc.shape;
-    ops::Params p;
+    ops::MatMulCall call;
     std::uint64_t M = 0, K = 0, N = 0, batch = 1;
     if (sb.size() == 2 && sa.size() >= 2) {  // [..., M, K] x [K, N]: the leading dims fold into M
       K = ta ? sa[0] : sa.back();
@@ -721,19 +716,20 @@ class Lowering {
       K = sa.back();
       N = sb.back();
       if (sb[sb.size() - 2] != K) fail(n, "K differs: " + ops::shape_string(sa) + " x " + ops::shape_string(sb));
-      p["B"] = std::to_string(batch);
     } else {
       fail(n, "shapes " + ops::shape_string(sa) + " x " + ops::shape_string(sb) + " are not supported (2-D weights or equal batch dims)");
     }
-    p["M"] = std::to_string(M);
-    p["N"] = std::to_string(N);
-    p["K"] = std::to_string(K);
     if (fused) {
-      const Attribute* act = n.attr("act");
-      if (act && act->s != "none") p["act"] = act->s;
+      static const std::map<std::string, ops::MatMulAct> acts = {
+          {"none", ops::MatMulAct::kNone}, {"relu", ops::MatMulAct::kRelu}, {"gelu", ops::MatMulAct::kGelu}, {"gelu_tanh", ops::MatMulAct::kGeluTanh}};
+      if (const Attribute* act = n.attr("act")) {
+        const auto it = acts.find(act->s);
+        if (it == acts.end()) fail(n, "the activation '" + act->s + "' is not one of none, relu, gelu, gelu_tanh");
+        call.act = it->second;
+      }
     }
-    if (ta) p["trans_a"] = "1";
-    if (tb) p["trans_b"] = "1";
+    call.trans_a = ta;
+    call.trans_b = tb;
     // The matmul op's own input shapes: A as M x K (or K x M), B as given, batched as [B, ...].
     const DType dt = t(a).desc.dtype;
     const DType cube = dt == DType::kFp32 ? DType::kFp16 : dt;
@@ -744,11 +740,11 @@ class Lowering {
       int c = tensor(n.inputs[2], where);
       if (ops::elements(t(c).desc.shape) != N) fail(n, "the bias must have N = " + std::to_string(N) + " elements");
       ins.push_back(to_half(n, c, cube, "bias"));
-      p["bias"] = "1";
+      call.bias = true;
     }
     int result = o;
     if (t(o).desc.dtype != cube) result = temp(n.name + "/out_fp16", ops::TensorDesc{t(o).desc.shape, cube});
-    step(n, "matmul", p, ins, {result});
+    step(n, "matmul", call, ins, {result});
     // The op's own view of its inputs: A as M x K (K x M transposed), B as K x N (N x K), batched as [B, ...].
     std::vector<ops::Shape>& shapes = p_.steps.back().shapes;
     shapes.push_back(batch > 1 ? ops::Shape{batch, M, K} : (ta ? ops::Shape{K, M} : ops::Shape{M, K}));

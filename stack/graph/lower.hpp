@@ -27,7 +27,7 @@ struct ProgramTensor {
 struct Step {
   std::string node;  // the graph node it comes from
   std::string op;    // library op
-  ops::Params params;
+  ops::Call call;    // its typed call
   std::vector<int> inputs, outputs;  // program tensors
   std::vector<ops::Shape> shapes;    // when set: the shapes the op sees its inputs as (same bytes, e.g. M x K)
   std::string kernel;                // the kernel's name in tasks and traces (empty: the op's CamelCase name)

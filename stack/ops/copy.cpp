@@ -260,11 +260,15 @@ std::vector<std::int64_t> ints_param(const Params& p, const std::string& op, con
   return it == p.end() ? std::vector<std::int64_t>{} : parse_ints(op, key, it->second);
 }
 
-std::size_t axis_param(const Params& p, const std::string& op, std::size_t rank) {
-  const auto v = ints_param(p, op, "axis");
+std::int64_t int_param(const Params& p, const std::string& op, const std::string& key, std::int64_t def) {
+  const auto v = ints_param(p, op, key);
+  if (v.size() > 1) throw InputError(op + ": " + key + " must be one integer");
+  return v.empty() ? def : v[0];
+}
+
+std::size_t axis_in(std::int64_t axis, const std::string& op, std::size_t rank) {
   const std::int64_t r = static_cast<std::int64_t>(rank);
-  const std::int64_t axis = v.empty() ? 0 : v[0];
-  if (v.size() > 1 || axis < -r || axis >= r)
+  if (axis < -r || axis >= r)
     throw InputError(op + ": axis must be one integer in " + std::to_string(-r) + ".." + std::to_string(r - 1));
   return static_cast<std::size_t>(axis < 0 ? axis + r : axis);
 }
@@ -281,7 +285,7 @@ std::vector<Shape> shapes_param(const Params& p, const std::string& op) {
 }
 
 // The call's jobs and output shapes.
-struct CopyCall {
+struct CopyJobs {
   std::vector<Shape> outputs;
   std::vector<std::vector<CopyDim>> dims;  // per job
   std::vector<std::size_t> src, dst;
@@ -296,9 +300,10 @@ struct CopyCall {
 };
 
 // Slice: per dim [start, end) with a positive step (-p starts, ends, steps; ONNX clamping of out-of-range bounds).
-CopyCall slice_call(const std::vector<TensorDesc>& in, const Params& p) {
+CopyJobs slice_jobs(const std::vector<TensorDesc>& in, const Call& call) {
   const Shape& s = in[0].shape;
-  const auto starts = ints_param(p, "slice", "starts"), ends = ints_param(p, "slice", "ends"), steps = ints_param(p, "slice", "steps");
+  const SliceCall& sc = call_as<SliceCall>(call, "slice");
+  const auto &starts = sc.starts, &ends = sc.ends, &steps = sc.steps;
   if (starts.size() > s.size() || ends.size() != starts.size() || (!steps.empty() && steps.size() != starts.size()))
     throw InputError("slice: starts, ends (and steps) must list the same number of dims, at most the rank " + std::to_string(s.size()));
   const auto st = strides_of(s);
@@ -319,14 +324,14 @@ CopyCall slice_call(const std::vector<TensorDesc>& in, const Params& p) {
   const auto ot = strides_of(out);
   std::vector<CopyDim> dims;
   for (std::size_t k = 0; k < s.size(); ++k) dims.push_back({out[k], st[k] * step[k], ot[k]});
-  CopyCall c;
+  CopyJobs c;
   c.outputs = {out};
   c.add(dims, 0, 1, src_off, 0);
   return c;
 }
 
-CopyCall concat_call(const std::vector<TensorDesc>& in, const Params& p) {
-  const std::size_t rank = in[0].shape.size(), axis = axis_param(p, "concat", rank);
+CopyJobs concat_jobs(const std::vector<TensorDesc>& in, const Call& call) {
+  const std::size_t rank = in[0].shape.size(), axis = axis_in(call_as<ConcatCall>(call, "concat").axis, "concat", rank);
   Shape out = in[0].shape;
   out[axis] = 0;
   for (const TensorDesc& t : in) {
@@ -337,7 +342,7 @@ CopyCall concat_call(const std::vector<TensorDesc>& in, const Params& p) {
     out[axis] += t.shape[axis];
   }
   const auto ot = strides_of(out);
-  CopyCall c;
+  CopyJobs c;
   c.outputs = {out};
   std::uint64_t at = 0;
   for (std::size_t i = 0; i < in.size(); ++i) {
@@ -350,11 +355,12 @@ CopyCall concat_call(const std::vector<TensorDesc>& in, const Params& p) {
   return c;
 }
 
-CopyCall split_call(const std::vector<TensorDesc>& in, const Params& p) {
+CopyJobs split_jobs(const std::vector<TensorDesc>& in, const Call& call) {
   const Shape& s = in[0].shape;
-  const std::size_t axis = axis_param(p, "split", s.size());
-  const auto sizes = ints_param(p, "split", "sizes");
-  if (sizes.empty()) throw InputError("split: parameter 'sizes' is required, e.g. -p sizes=256,256,512");
+  const SplitCall& sc = call_as<SplitCall>(call, "split");
+  const std::size_t axis = axis_in(sc.axis, "split", s.size());
+  const auto& sizes = sc.sizes;
+  if (sizes.empty()) throw InputError("split: no sizes given");
   std::int64_t sum = 0;
   for (auto v : sizes) {
     if (v <= 0) throw InputError("split: sizes must be positive");
@@ -363,7 +369,7 @@ CopyCall split_call(const std::vector<TensorDesc>& in, const Params& p) {
   if (static_cast<std::uint64_t>(sum) != s[axis])
     throw InputError("split: sizes add up to " + std::to_string(sum) + ", dim " + std::to_string(axis) + " is " + std::to_string(s[axis]));
   const auto st = strides_of(s);
-  CopyCall c;
+  CopyJobs c;
   std::uint64_t at = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     Shape out = s;
@@ -379,10 +385,9 @@ CopyCall split_call(const std::vector<TensorDesc>& in, const Params& p) {
 }
 
 // Expand: numpy broadcasting of the input to -p to=... (dims of size 1 repeat; missing leading dims are added).
-CopyCall expand_call(const std::vector<TensorDesc>& in, const Params& p) {
-  const auto it = p.find("to");
-  if (it == p.end()) throw InputError("expand: parameter 'to' is required, e.g. -p to=4x8x16");
-  const Shape to = parse_shape(it->second);
+CopyJobs expand_jobs(const std::vector<TensorDesc>& in, const Call& call) {
+  const Shape& to = call_as<ExpandCall>(call, "expand").to;
+  check_shape(to, "expand: the target shape");
   Shape s = in[0].shape;
   if (s.size() > to.size()) throw InputError("expand: " + shape_string(s) + " has more dims than " + shape_string(to));
   s.insert(s.begin(), to.size() - s.size(), 1);
@@ -393,19 +398,43 @@ CopyCall expand_call(const std::vector<TensorDesc>& in, const Params& p) {
       throw InputError("expand: " + shape_string(in[0].shape) + " does not broadcast to " + shape_string(to));
     dims.push_back({to[k], s[k] == 1 ? 0 : st[k], ot[k]});
   }
-  CopyCall c;
+  CopyJobs c;
   c.outputs = {to};
   c.add(dims, 0, 1, 0, 0);
   return c;
 }
 
-using CallFn = CopyCall (*)(const std::vector<TensorDesc>&, const Params&);
+// The text forms (-p starts=... ends=..., axis=, sizes=, to=).
+Call parse_slice(const Params& p) {
+  SliceCall c;
+  c.starts = ints_param(p, "slice", "starts");
+  c.ends = ints_param(p, "slice", "ends");
+  c.steps = ints_param(p, "slice", "steps");
+  return c;
+}
+Call parse_concat(const Params& p) { return ConcatCall{int_param(p, "concat", "axis", 0)}; }
+Call parse_split(const Params& p) {
+  SplitCall c;
+  c.axis = int_param(p, "split", "axis", 0);
+  c.sizes = ints_param(p, "split", "sizes");
+  if (c.sizes.empty()) throw InputError("split: parameter 'sizes' is required, e.g. -p sizes=256,256,512");
+  return c;
+}
+Call parse_expand(const Params& p) {
+  const auto it = p.find("to");
+  if (it == p.end()) throw InputError("expand: parameter 'to' is required, e.g. -p to=4x8x16");
+  return ExpandCall{parse_shape(it->second)};
+}
 
-OpDef copy_op(const std::string& name, CallFn call, const std::string& summary, std::vector<std::string> params) {
+using JobsFn = CopyJobs (*)(const std::vector<TensorDesc>&, const Call&);
+using ParseFn = Call (*)(const Params&);
+
+OpDef copy_op(const std::string& name, ParseFn parse, JobsFn call, const std::string& summary, std::vector<std::string> params) {
   OpDef d;
   d.name = name;
   d.summary = summary;
   d.params = std::move(params);
+  d.parse = parse;
   const bool many = name == "concat";
   d.inputs = [many, name](const Params& p, DType t) {
     std::vector<TensorDesc> in;
@@ -416,11 +445,13 @@ OpDef copy_op(const std::string& name, CallFn call, const std::string& summary, 
     }
     return in;
   };
-  d.plan = [call, name](const std::vector<TensorDesc>& in, const Params& p, const config::ChipConfig& chip) {
+  d.plan = [call, name](const std::vector<TensorDesc>& in, const Call& p, const config::ChipConfig& chip) {
+    if (in.empty() || (name != "concat" && in.size() != 1))
+      throw InputError(name + ": " + (name == "concat" ? "one or more operands" : "one operand") + " expected, " + std::to_string(in.size()) + " given");
     const DType t = in[0].dtype;
     for (const TensorDesc& x : in)
       if (x.dtype != t) throw InputError(name + ": the inputs differ in dtype");
-    const CopyCall c = call(in, p);
+    const CopyJobs c = call(in, p);
     const std::uint64_t es = hw::isa::dtype_bytes(t);
     CopyArgs a;
     a.stage_bytes = std::min<std::uint64_t>((chip.buffers.ub.size - 1024) / 2 / 32 * 32, 64 * 1024);
@@ -465,8 +496,8 @@ OpDef copy_op(const std::string& name, CallFn call, const std::string& summary, 
     };
     return plan;
   };
-  d.reference = [call](const std::vector<TensorDesc>& in, const Params& p, const std::vector<HostTensor>& v) {
-    const CopyCall c = call(in, p);
+  d.reference = [call](const std::vector<TensorDesc>& in, const Call& p, const std::vector<HostTensor>& v) {
+    const CopyJobs c = call(in, p);
     std::vector<HostTensor> out;
     for (const Shape& s : c.outputs) out.emplace_back(elements(s));
     for (std::size_t i = 0; i < c.dims.size(); ++i) {
@@ -492,11 +523,11 @@ OpDef copy_op(const std::string& name, CallFn call, const std::string& summary, 
 }  // namespace
 
 std::vector<OpDef> copy_ops() {
-  return {copy_op("slice", slice_call, "a strided window: per dim [start, end) with a positive step (-p starts=... ends=... steps=...)",
+  return {copy_op("slice", parse_slice, slice_jobs, "a strided window: per dim [start, end) with a positive step (-p starts=... ends=... steps=...)",
                   {"shape", "starts", "ends", "steps"}),
-          copy_op("concat", concat_call, "joins tensors along an axis (-p shapes=AxB,AxC -p axis=1)", {"shapes", "axis"}),
-          copy_op("split", split_call, "cuts a tensor along an axis into parts (-p sizes=...)", {"shape", "axis", "sizes"}),
-          copy_op("expand", expand_call, "numpy broadcast of the input to -p to=... (size-1 and missing leading dims repeat)",
+          copy_op("concat", parse_concat, concat_jobs, "joins tensors along an axis (-p shapes=AxB,AxC -p axis=1)", {"shapes", "axis"}),
+          copy_op("split", parse_split, split_jobs, "cuts a tensor along an axis into parts (-p sizes=...)", {"shape", "axis", "sizes"}),
+          copy_op("expand", parse_expand, expand_jobs, "numpy broadcast of the input to -p to=... (size-1 and missing leading dims repeat)",
                   {"shape", "to"})};
 }
 

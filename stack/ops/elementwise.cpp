@@ -160,13 +160,15 @@ OpDef binary_op(const std::string& name, Bin op) {
   d.summary = "elementwise " + name + " with broadcasting of b over leading dimensions";
   d.params = {"shape", "shape_b"};
   if (op == Bin::kDiv) d.input_ranges = {{-1.0f, 1.0f}, {0.5f, 2.0f}};  // divisors away from 0
+  d.parse = [](const Params&) -> Call { return Operands{}; };
   d.inputs = [](const Params& p, DType t) {
     const Shape a = param_shape(p);
     const auto jt = p.find("shape_b");
     const Shape b = jt == p.end() ? a : parse_shape(jt->second);
     return std::vector<TensorDesc>{{a, t}, {b, t}};
   };
-  d.plan = [op, name](const std::vector<TensorDesc>& in, const Params&, const config::ChipConfig& chip) {
+  d.plan = [op, name](const std::vector<TensorDesc>& in, const Call& call, const config::ChipConfig& chip) {
+    call_as<Operands>(call, name);
     const Shape& a = in[0].shape;
     Shape b = in[1].shape;
     const DType t = in[0].dtype;
@@ -227,7 +229,7 @@ OpDef binary_op(const std::string& name, Bin op) {
     };
     return plan;
   };
-  d.reference = [op](const std::vector<TensorDesc>& in, const Params&, const std::vector<HostTensor>& v) {
+  d.reference = [op](const std::vector<TensorDesc>& in, const Call&, const std::vector<HostTensor>& v) {
     const std::uint64_t n = elements(in[0].shape), period = v[1].size();
     const Shape& bs = in[1].shape;
     const bool column = bs.size() == in[0].shape.size() && bs.size() >= 2 && bs.back() == 1 && in[0].shape.back() != 1 &&

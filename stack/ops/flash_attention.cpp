@@ -792,53 +792,98 @@ std::vector<std::uint64_t> uint_triple(const Params& p, const std::string& key, 
   return v;
 }
 
-FaShape parse_fa(const Params& p) {
+// The strides of a tensor of `heads` heads and `seq` rows in the call's layout.
+FaLayout natural_layout(const FlashAttentionCall& c, std::uint64_t heads, std::uint64_t seq) {
+  const std::uint64_t D = c.D;
+  return c.layout == AttentionLayout::kBsnd ? FaLayout{seq * heads * D, D, heads * D, 0} : FaLayout{heads * seq * D, seq * D, D, 0};
+}
+
+// The text form: -p B, N, S, D (required), KVN, SK, causal, mask, mask_shape=MB,MN,MS, scale, layout=bnsd|bsnd, and
+// explicit layouts q_strides=bs,ns,ss and q_offset=off (also k, v, o), in elements.
+FlashAttentionCall parse_call(const Params& p) {
+  FlashAttentionCall c;
+  c.B = required_uint(p, "B", 1u << 16);
+  c.N = required_uint(p, "N", 1u << 12);
+  c.S = required_uint(p, "S", 1u << 20);
+  c.D = required_uint(p, "D", 256);
+  c.KVN = param_uint(p, "KVN", c.N, 1u << 12);
+  c.SK = param_uint(p, "SK", c.S, 1u << 20);
+  if (!c.B || !c.N || !c.S || !c.D || !c.KVN || !c.SK) throw InputError("flash_attention: B, N, KVN, S, SK and D must be positive");
+  c.causal = param_uint(p, "causal", 0, 1);
+  c.mask = param_uint(p, "mask", 0, 1);
+  if (const auto ms = uint_triple(p, "mask_shape", "MB,MN,MS"); !ms.empty())
+    c.mask_shape = std::vector<std::uint32_t>{static_cast<std::uint32_t>(ms[0]), static_cast<std::uint32_t>(ms[1]), static_cast<std::uint32_t>(ms[2])};
+  if (p.count("scale")) c.scale = param_real(p, "scale", 1.0, false);
+  const auto lay = p.find("layout");
+  if (lay != p.end() && lay->second != "bnsd" && lay->second != "bsnd")
+    throw InputError("flash_attention: layout='" + lay->second + "' is not bnsd or bsnd");
+  c.layout = lay != p.end() && lay->second == "bsnd" ? AttentionLayout::kBsnd : AttentionLayout::kBnsd;
+  for (auto [name, strides] : {std::pair{"q", &c.q}, {"k", &c.k}, {"v", &c.v}, {"o", &c.o}}) {
+    const auto st = uint_triple(p, std::string(name) + "_strides", "b,n,s");
+    const std::string off = std::string(name) + "_offset";
+    if (st.empty() && !p.count(off)) continue;
+    const bool kv = name[0] == 'k' || name[0] == 'v';
+    const FaLayout nat = natural_layout(c, kv ? c.KVN : c.N, kv ? c.SK : c.S);
+    *strides = AttentionStrides{st.empty() ? nat.bs : st[0], st.empty() ? nat.ns : st[1], st.empty() ? nat.ss : st[2],
+                                param_uint(p, off, 0, 1u << 31)};
+  }
+  return c;
+}
+
+// The typed call checked and completed (defaults, natural layouts) into the kernel's shape.
+FaShape resolve(const FlashAttentionCall& c) {
   FaShape s;
-  s.B = required_uint(p, "B", 1u << 16);
-  s.N = required_uint(p, "N", 1u << 12);
-  s.S = required_uint(p, "S", 1u << 20);
-  s.D = required_uint(p, "D", 256);
-  s.KVN = param_uint(p, "KVN", s.N, 1u << 12);
-  s.SK = param_uint(p, "SK", s.S, 1u << 20);
-  s.causal = param_uint(p, "causal", 0, 1);
-  s.mask = param_uint(p, "mask", 0, 1);
-  if (!s.B || !s.N || !s.S || !s.D || !s.KVN || !s.SK) throw InputError("flash_attention: B, N, KVN, S, SK and D must be positive");
+  const std::pair<const char*, std::pair<std::uint32_t, std::uint32_t>> dims[] = {
+      {"B", {c.B, 1u << 16}}, {"N", {c.N, 1u << 12}}, {"S", {c.S, 1u << 20}}, {"D", {c.D, 256}},
+      {"KVN", {c.KVN, 1u << 12}}, {"SK", {c.SK, 1u << 20}}};
+  for (const auto& [name, v] : dims)
+    if (v.first > v.second) throw InputError(std::string("flash_attention: ") + name + "=" + std::to_string(v.first) + " is more than " + std::to_string(v.second));
+  s.B = c.B;
+  s.N = c.N;
+  s.S = c.S;
+  s.D = c.D;
+  s.KVN = c.KVN ? c.KVN : c.N;
+  s.SK = c.SK ? c.SK : c.S;
+  s.causal = c.causal;
+  s.mask = c.mask;
+  if (!s.B || !s.N || !s.S || !s.D) throw InputError("flash_attention: B, N, KVN, S, SK and D must be positive");
   if (s.D % 16 != 0) throw InputError("flash_attention: D=" + std::to_string(s.D) + " must be a multiple of 16 (at most 256)");
   if (s.N % s.KVN != 0)
     throw InputError("flash_attention: N=" + std::to_string(s.N) + " query heads cannot be grouped over KVN=" + std::to_string(s.KVN) + " key/value heads");
   s.MS = s.S;
-  if (const auto ms = uint_triple(p, "mask_shape", "MB,MN,MS"); !ms.empty()) {
+  if (c.mask_shape) {
+    const auto& ms = *c.mask_shape;
+    std::string text;
+    for (std::size_t i = 0; i < ms.size(); ++i) text += (i ? "," : "") + std::to_string(ms[i]);
     if (!s.mask) throw InputError("flash_attention: mask_shape is given without mask=1");
+    if (ms.size() != 3) throw InputError("flash_attention: mask_shape='" + text + "' is not MB,MN,MS");
     const std::uint32_t full[] = {s.B, s.N, s.S};
     for (int i = 0; i < 3; ++i)
       if (ms[i] != 1 && ms[i] != full[i])
-        throw InputError("flash_attention: mask_shape='" + p.at("mask_shape") + "': " + "BNS"[i] + " of the mask must be 1 or " + std::to_string(full[i]));
-    s.MB = static_cast<std::uint32_t>(ms[0]);
-    s.MN = static_cast<std::uint32_t>(ms[1]);
-    s.MS = static_cast<std::uint32_t>(ms[2]);
+        throw InputError("flash_attention: mask_shape='" + text + "': " + "BNS"[i] + " of the mask must be 1 or " + std::to_string(full[i]));
+    s.MB = ms[0];
+    s.MN = ms[1];
+    s.MS = ms[2];
   }
-  s.scale = static_cast<float>(param_real(p, "scale", 1.0 / std::sqrt(static_cast<double>(s.D)), false));
-  const auto lay = p.find("layout");
-  if (lay != p.end() && lay->second != "bnsd" && lay->second != "bsnd")
-    throw InputError("flash_attention: layout='" + lay->second + "' is not bnsd or bsnd");
-  s.bsnd = lay != p.end() && lay->second == "bsnd";
+  const double scale = c.scale ? *c.scale : 1.0 / std::sqrt(static_cast<double>(s.D));
+  if (!std::isfinite(scale) || scale <= 0) throw InputError("flash_attention: scale=" + std::to_string(scale) + " is not a positive number");
+  s.scale = static_cast<float>(scale);
+  s.bsnd = c.layout == AttentionLayout::kBsnd;
+  FlashAttentionCall full = c;
+  full.KVN = s.KVN;
+  full.SK = s.SK;
+  s.q = s.o = natural_layout(full, s.N, s.S);
+  s.k = s.v = natural_layout(full, s.KVN, s.SK);
   const std::uint64_t D = s.D;
-  auto natural = [&](std::uint64_t heads, std::uint64_t seq) {
-    return s.bsnd ? FaLayout{seq * heads * D, D, heads * D, 0} : FaLayout{heads * seq * D, seq * D, D, 0};
-  };
-  s.q = s.o = natural(s.N, s.S);
-  s.k = s.v = natural(s.KVN, s.SK);
-  // Explicit layouts (from the graph engine): -p q_strides=bs,ns,ss -p q_offset=off, in elements.
-  for (auto [name, lay_ptr] : {std::pair{"q", &s.q}, {"k", &s.k}, {"v", &s.v}, {"o", &s.o}}) {
-    if (const auto st = uint_triple(p, std::string(name) + "_strides", "b,n,s"); !st.empty()) {
-      lay_ptr->bs = st[0];
-      lay_ptr->ns = st[1];
-      lay_ptr->ss = st[2];
-    }
-    lay_ptr->off = param_uint(p, std::string(name) + "_offset", 0, 1u << 31);
-    if (lay_ptr->ss < D || lay_ptr->ss > 65535)
-      throw InputError(std::string("flash_attention: ") + name + " rows are " + std::to_string(lay_ptr->ss) +
+  const std::pair<const char*, std::pair<const std::optional<AttentionStrides>*, FaLayout*>> lays[] = {
+      {"q", {&c.q, &s.q}}, {"k", {&c.k, &s.k}}, {"v", {&c.v, &s.v}}, {"o", {&c.o, &s.o}}};
+  for (const auto& [name, l] : lays) {
+    if (*l.first) *l.second = FaLayout{(*l.first)->batch, (*l.first)->head, (*l.first)->row, (*l.first)->offset};
+    if (l.second->ss < D || l.second->ss > 65535)
+      throw InputError(std::string("flash_attention: ") + name + " rows are " + std::to_string(l.second->ss) +
                        " elements apart (D=" + std::to_string(D) + " to 65535 allowed)");
+    if (l.second->bs > (1ull << 40) || l.second->ns > (1ull << 40) || l.second->off > (1ull << 40))
+      throw InputError(std::string("flash_attention: the ") + name + " strides or offset are more than 2^40 elements");
   }
   return s;
 }
@@ -894,8 +939,8 @@ FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& c
 }
 
 // fp32 reference: softmax in double over each query row, from the same fp16/bf16 inputs.
-std::vector<HostTensor> fa_reference(const std::vector<TensorDesc>&, const Params& p, const std::vector<HostTensor>& v) {
-  const FaShape s = parse_fa(p);
+std::vector<HostTensor> fa_reference(const std::vector<TensorDesc>&, const Call& call, const std::vector<HostTensor>& v) {
+  const FaShape s = resolve(call_as<FlashAttentionCall>(call, "flash_attention"));
   HostTensor out(extent(s.o, s.B, s.N, s.S, s.D));
   std::vector<double> score(s.SK), acc(s.D);
   for (std::uint32_t b = 0; b < s.B; ++b) {
@@ -934,9 +979,10 @@ OpDef flash_attention_op() {
   d.summary = "O = softmax(scale Q K^T + mask) V, BNSD or BSND layout (or explicit strides), grouped-query heads (KVN), causal, online softmax in fp32";
   d.params = {"B", "N", "KVN", "S", "SK", "D", "causal", "mask", "mask_shape", "scale", "layout", "q_strides", "k_strides", "v_strides",
               "o_strides", "q_offset", "k_offset", "v_offset", "o_offset"};
+  d.parse = [](const Params& p) -> Call { return parse_call(p); };
   d.inputs = [](const Params& p, DType t) {
     if (t == DType::kFp32) throw InputError("flash_attention takes fp16 or bf16");
-    const FaShape s = parse_fa(p);
+    const FaShape s = resolve(parse_call(p));
     // The natural shapes of the layout (explicit strides come with the graph's own shapes).
     auto shape = [&](std::uint64_t heads, std::uint64_t seq, const FaLayout& l) {
       return s.bsnd ? Shape{s.B, seq, heads, s.D} : l.off || l.ss != s.D ? Shape{extent(l, s.B, heads, seq, s.D)} : Shape{s.B, heads, seq, s.D};
@@ -945,9 +991,9 @@ OpDef flash_attention_op() {
     if (s.mask) in.push_back({mask_shape(s), t});
     return in;
   };
-  d.plan = [](const std::vector<TensorDesc>& in, const Params& p, const config::ChipConfig& chip) {
+  d.plan = [](const std::vector<TensorDesc>& in, const Call& call, const config::ChipConfig& chip) {
     FaArgs g;
-    g.s = parse_fa(p);
+    g.s = resolve(call_as<FlashAttentionCall>(call, "flash_attention"));
     g.t = plan_fa(g.s, hw::isa::dtype_bytes(in[0].dtype), chip);
     const FaShape& s = g.s;
     const std::pair<const FaLayout*, std::uint64_t> spans[] = {{&s.q, s.N}, {&s.k, s.KVN}, {&s.v, s.KVN}};

@@ -412,27 +412,30 @@ double eval(const Expr& e, const std::vector<double>& x) {
   }
 }
 
-// The parsed expression and the inputs' shapes (input k: shape_xK, or the output shape).
-struct EwCall {
+// The call's expression, compiled from its text, and the number of inputs it reads.
+struct Parsed {
   ExprPtr expr;
   std::size_t inputs = 0;
-  Shape shape;
-  std::vector<Shape> in_shapes;
 };
 
-EwCall parse_call(const Params& p) {
-  EwCall c;
+Parsed parse_expr(const FusedElementwiseCall& c) {
+  if (c.expr.empty()) throw InputError("fused_elementwise: no expression given, e.g. -p expr='mul(silu(x0),x1)'");
+  check_shape(c.shape, "fused_elementwise: the output shape");
+  Parser parser(c.expr);
+  Parsed p;
+  p.expr = parser.parse();
+  p.inputs = parser.inputs;
+  if (p.inputs == 0) throw InputError("fused_elementwise: expr '" + c.expr + "' reads no input");
+  return p;
+}
+
+FusedElementwiseCall parse_call(const Params& p) {
+  FusedElementwiseCall c;
   const auto it = p.find("expr");
   if (it == p.end()) throw InputError("fused_elementwise: parameter 'expr' is required, e.g. -p expr='mul(silu(x0),x1)'");
-  Parser parser(it->second);
-  c.expr = parser.parse();
-  c.inputs = parser.inputs;
-  if (c.inputs == 0) throw InputError("fused_elementwise: expr '" + it->second + "' reads no input");
+  c.expr = it->second;
   c.shape = param_shape(p);
-  for (std::size_t i = 0; i < c.inputs; ++i) {
-    const auto s = p.find("shape_x" + std::to_string(i));
-    c.in_shapes.push_back(s == p.end() ? c.shape : parse_shape(s->second));
-  }
+  parse_expr(c);  // a syntax error is named before anything runs
   return c;
 }
 
@@ -451,22 +454,28 @@ OpDef fused_elementwise_op() {
   d.summary = "one expression over up to 8 inputs in fp32 per tile, e.g. expr='mul(silu(x0),x1)' (inputs: the output shape, "
               "or trailing dims with -p shape_xK)";
   d.params = {"expr", "shape", "shape_x0", "shape_x1", "shape_x2", "shape_x3", "shape_x4", "shape_x5", "shape_x6", "shape_x7"};
+  d.parse = [](const Params& p) -> Call { return parse_call(p); };
+  // Input k has the output's shape, or -p shape_xK.
   d.inputs = [](const Params& p, DType t) {
-    const EwCall c = parse_call(p);
+    const FusedElementwiseCall call = parse_call(p);
     std::vector<TensorDesc> in;
-    for (const Shape& s : c.in_shapes) in.push_back({s, t});
+    for (std::size_t i = 0; i < parse_expr(call).inputs; ++i) {
+      const auto s = p.find("shape_x" + std::to_string(i));
+      in.push_back({s == p.end() ? call.shape : parse_shape(s->second), t});
+    }
     return in;
   };
-  d.plan = [](const std::vector<TensorDesc>& in, const Params& p, const config::ChipConfig& chip) {
-    const EwCall c = parse_call(p);
+  d.plan = [](const std::vector<TensorDesc>& in, const Call& call, const config::ChipConfig& chip) {
+    const FusedElementwiseCall& fc = call_as<FusedElementwiseCall>(call, "fused_elementwise");
+    const Parsed c = parse_expr(fc);
     if (in.size() != c.inputs)
       throw InputError("fused_elementwise: expr reads " + std::to_string(c.inputs) + " inputs, " + std::to_string(in.size()) + " given");
     const DType t = in[0].dtype;
     EwArgs a;
-    a.n = elements(c.shape);
+    a.n = elements(fc.shape);
     for (std::size_t i = 0; i < in.size(); ++i) {
       if (in[i].dtype != t) throw InputError("fused_elementwise: the inputs differ in dtype");
-      a.period.push_back(period_of(in[i].shape, c.shape, i));
+      a.period.push_back(period_of(in[i].shape, fc.shape, i));
     }
     auto prog = std::make_shared<EwProgram>(Compiler(c.inputs).run(c.expr));
     const std::uint64_t es = hw::isa::dtype_bytes(t);
@@ -484,7 +493,7 @@ OpDef fused_elementwise_op() {
     a.tile = std::min(tile, ceil_to(a.per_block, 256));
     a.prog = prog;
     OpPlan plan;
-    plan.outputs = {{c.shape, t}};
+    plan.outputs = {{fc.shape, t}};
     plan.type = KernelType::kVector;
     plan.block_dim = static_cast<std::uint32_t>(ceil_div(a.n, a.per_block));
     plan.tiling = {{"tile_elements", static_cast<double>(a.tile)}, {"per_block", static_cast<double>(a.per_block)},
@@ -501,9 +510,10 @@ OpDef fused_elementwise_op() {
     };
     return plan;
   };
-  d.reference = [](const std::vector<TensorDesc>&, const Params& p, const std::vector<HostTensor>& v) {
-    const EwCall c = parse_call(p);
-    const std::uint64_t n = elements(c.shape);
+  d.reference = [](const std::vector<TensorDesc>&, const Call& call, const std::vector<HostTensor>& v) {
+    const FusedElementwiseCall& fc = call_as<FusedElementwiseCall>(call, "fused_elementwise");
+    const Parsed c = parse_expr(fc);
+    const std::uint64_t n = elements(fc.shape);
     HostTensor out(n);
     std::vector<double> x(c.inputs);
     for (std::uint64_t e = 0; e < n; ++e) {

@@ -380,15 +380,34 @@ MatmulTiling plan_tiling(const MatmulShape& s, std::uint64_t es, const config::C
   return best;
 }
 
-Activation parse_act(const std::string& v) {
-  if (v == "none") return Activation::kNone;
-  if (v == "relu") return Activation::kRelu;
-  if (v == "gelu" || v == "gelu_erf") return Activation::kGeluErf;
-  if (v == "gelu_tanh") return Activation::kGeluTanh;
+MatMulAct parse_act(const std::string& v) {
+  if (v == "none") return MatMulAct::kNone;
+  if (v == "relu") return MatMulAct::kRelu;
+  if (v == "gelu" || v == "gelu_erf") return MatMulAct::kGelu;
+  if (v == "gelu_tanh") return MatMulAct::kGeluTanh;
   throw InputError("parameter act='" + v + "' is not one of none, relu, gelu, gelu_tanh");
 }
 
-MatmulShape parse_matmul(const std::map<std::string, std::string>& p) {
+Activation activation_of(MatMulAct a) {
+  switch (a) {
+    case MatMulAct::kRelu: return Activation::kRelu;
+    case MatMulAct::kGelu: return Activation::kGeluErf;
+    case MatMulAct::kGeluTanh: return Activation::kGeluTanh;
+    default: return Activation::kNone;
+  }
+}
+
+MatMulCall parse_call(const Params& p) {
+  MatMulCall c;
+  c.trans_a = param_uint(p, "trans_a", 0, 1);
+  c.trans_b = param_uint(p, "trans_b", 0, 1);
+  c.bias = param_uint(p, "bias", 0, 1);
+  if (const auto it = p.find("act"); it != p.end()) c.act = parse_act(it->second);
+  return c;
+}
+
+// The operands the text form describes: -p M, N, K (and B for a batch).
+MatmulShape parse_matmul(const Params& p) {
   MatmulShape s;
   for (const char* key : {"M", "N", "K"})
     if (!p.count(key)) throw InputError(std::string("parameter '") + key + "' is required, e.g. -p M=1024 -p N=1024 -p K=1024");
@@ -397,17 +416,24 @@ MatmulShape parse_matmul(const std::map<std::string, std::string>& p) {
   s.K = param_uint(p, "K", 0, 65535);
   s.batch = param_uint(p, "B", 1, 1u << 20);
   if (!s.M || !s.N || !s.K || !s.batch) throw InputError("matmul: M, N, K and B must be positive");
-  s.trans_a = param_uint(p, "trans_a", 0, 1);
-  s.trans_b = param_uint(p, "trans_b", 0, 1);
-  s.bias = param_uint(p, "bias", 0, 1);
-  const auto it = p.find("act");
-  if (it != p.end()) s.act = parse_act(it->second);
+  const MatMulCall c = parse_call(p);
+  s.trans_a = c.trans_a;
+  s.trans_b = c.trans_b;
+  s.bias = c.bias;
+  s.act = activation_of(c.act);
   return s;
 }
 
-// Recovers the call's shape from its input descriptions (the inputs are the contract between inputs() and plan()).
-MatmulShape shape_of(const std::vector<TensorDesc>& in, const MatmulShape& flags) {
-  MatmulShape s = flags;
+// The call's shape from its operands' descriptions and the call's flags.
+MatmulShape shape_of(const std::vector<TensorDesc>& in, const MatMulCall& c) {
+  MatmulShape s;
+  s.trans_a = c.trans_a;
+  s.trans_b = c.trans_b;
+  s.bias = c.bias;
+  s.act = activation_of(c.act);
+  if (in.size() != (c.bias ? 3u : 2u))
+    throw InputError("matmul: " + std::to_string(c.bias ? 3 : 2) + " operands (a, b" + (c.bias ? ", bias" : "") + ") expected, " +
+                     std::to_string(in.size()) + " given");
   const Shape& a = in[0].shape;
   const Shape& b = in[1].shape;
   if (a.size() != b.size() || a.size() < 2 || a.size() > 3)
@@ -420,6 +446,8 @@ MatmulShape shape_of(const std::vector<TensorDesc>& in, const MatmulShape& flags
   const std::uint64_t kb = s.trans_b ? bn : bk;
   s.N = static_cast<std::uint32_t>(s.trans_b ? bk : bn);
   if (kb != s.K) throw InputError("matmul: K of a (" + std::to_string(s.K) + ") and b (" + std::to_string(kb) + ") differ");
+  if (c.bias && elements(in[2].shape) != s.N)
+    throw InputError("matmul: the bias is " + shape_string(in[2].shape) + ", not N = " + std::to_string(s.N) + " elements");
   return s;
 }
 
@@ -428,9 +456,8 @@ OpDef matmul_op() {
   d.name = "matmul";
   d.summary = "C = act(op(A) op(B) + bias), batched with B > 1; fp16/bf16, fp32 accumulation (act: none, relu, gelu, gelu_tanh)";
   d.params = {"M", "N", "K", "B", "trans_a", "trans_b", "bias", "act"};
-  // The flags travel with the inputs: a third 1-D input is the bias; the activation and transposes are read
-  // from the parameters again in plan() through this captured state.
-  d.inputs = [](const std::map<std::string, std::string>& p, DType t) {
+  d.parse = [](const Params& p) -> Call { return parse_call(p); };
+  d.inputs = [](const Params& p, DType t) {
     if (t == DType::kFp32) throw InputError("matmul takes fp16 or bf16 (the Cube's fp32 path is not modelled by this kernel)");
     const MatmulShape s = parse_matmul(p);
     std::vector<TensorDesc> in;
@@ -445,9 +472,8 @@ OpDef matmul_op() {
     if (s.bias) in.push_back({Shape{s.N}, t});
     return in;
   };
-  d.plan = [](const std::vector<TensorDesc>& in, const Params& p, const config::ChipConfig& chip) {
-    MatmulShape flags = parse_matmul(p);
-    const MatmulShape s = shape_of(in, flags);
+  d.plan = [](const std::vector<TensorDesc>& in, const Call& call, const config::ChipConfig& chip) {
+    const MatmulShape s = shape_of(in, call_as<MatMulCall>(call, "matmul"));
     const std::uint64_t es = hw::isa::dtype_bytes(in[0].dtype);
     OpPlan plan;
     Shape out = s.batch > 1 ? Shape{s.batch, s.M, s.N} : Shape{s.M, s.N};
@@ -474,8 +500,8 @@ OpDef matmul_op() {
     };
     return plan;
   };
-  d.reference = [](const std::vector<TensorDesc>& in, const Params& p, const std::vector<HostTensor>& v) {
-    const MatmulShape s = shape_of(in, parse_matmul(p));
+  d.reference = [](const std::vector<TensorDesc>& in, const Call& call, const std::vector<HostTensor>& v) {
+    const MatmulShape s = shape_of(in, call_as<MatMulCall>(call, "matmul"));
     HostTensor out(static_cast<std::size_t>(s.batch) * s.M * s.N);
     std::vector<double> row(s.N);
     for (std::uint32_t b = 0; b < s.batch; ++b) {

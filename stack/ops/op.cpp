@@ -1,5 +1,6 @@
 #include "stack/ops/op.hpp"
 
+#include <algorithm>
 #include <cctype>
 #include <cmath>
 #include <map>
@@ -46,6 +47,16 @@ Shape parse_shape(const std::string& text) {
   }
   if (s.empty()) throw InputError("shape '" + text + "' has no dimensions");
   return s;
+}
+
+void check_shape(const Shape& s, const std::string& what) {
+  if (s.empty()) throw InputError(what + " is not given");
+  std::uint64_t n = 1;
+  for (auto d : s) {
+    if (d == 0) throw InputError(what + " " + shape_string(s) + " has a 0 dimension");
+    if (d > kMaxElements / n) throw InputError(what + " " + shape_string(s) + " has more than 2^53 elements");
+    n *= d;
+  }
 }
 
 std::uint64_t elements(const Shape& s) {
@@ -95,6 +106,21 @@ Shape param_shape(const Params& p) {
   const auto it = p.find("shape");
   if (it == p.end()) throw InputError("parameter 'shape' is required, e.g. -p shape=1024x1024");
   return parse_shape(it->second);
+}
+
+const char* call_name(const Call& c) {
+  return std::visit([](const auto& v) { return std::decay_t<decltype(v)>::kName; }, c);
+}
+
+Call parse_call(const OpDef& op, const Params& params) {
+  for (const auto& kv : params) {
+    if (std::find(op.params.begin(), op.params.end(), kv.first) == op.params.end()) {
+      std::string known;
+      for (const auto& p : op.params) known += (known.empty() ? "" : ", ") + p;
+      throw InputError("op " + op.name + " has no parameter '" + kv.first + "' (it takes: " + known + ")");
+    }
+  }
+  return op.parse(params);
 }
 
 const std::vector<OpDef>& all_ops() {

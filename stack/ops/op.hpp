@@ -1,21 +1,26 @@
-// The operator library's framework (issue 6, in progress): an op is a registry entry with shape and dtype
-// inference, a host tiling function that reads the chip config, a device kernel written against firmware/kernel,
-// and a CPU reference. Calling an op goes through the runtime like aclnn: plan (tiling) -> launch on a stream.
+// The operator library's framework: an op is a registry entry with shape and dtype inference, a host tiling
+// function that reads the chip config, a device kernel written against firmware/kernel, and a CPU reference, all
+// taking the op's typed call (calls.hpp) and its operands' descriptions. Calling an op goes through the runtime
+// like aclnn: plan (tiling) -> launch on a stream.
 #pragma once
 
 #include <cstdint>
 #include <functional>
 #include <map>
 #include <string>
+#include <variant>
 #include <vector>
 
+#include "common/util/error.hpp"
 #include "hw/isa/dtype.hpp"
+#include "stack/ops/calls.hpp"
 #include "stack/runtime/runtime.hpp"
 
 namespace npusim::stack::ops {
 
-using Shape = std::vector<std::uint64_t>;
-using Params = std::map<std::string, std::string>;  // -p key=value
+// A call as text: -p KEY=VALUE on the command line, keyword arguments in Python. It holds the call's attributes
+// (parsed once into the typed Call) and, for `npusim op`, the operands' shapes (-p shape=..., M, N, K...).
+using Params = std::map<std::string, std::string>;
 std::string shape_string(const Shape& s);
 // "4x32x64" -> {4, 32, 64}; throws InputError naming the text.
 Shape parse_shape(const std::string& text);
@@ -23,6 +28,9 @@ std::uint64_t elements(const Shape& s);
 // The most elements a tensor may have: below 2^53, element counts, byte sizes (up to 8 B an element) and doubles of
 // them never wrap (a count that wrapped to 0 divided by zero, issue 23). parse_shape and the graph lowering check it.
 inline constexpr std::uint64_t kMaxElements = std::uint64_t{1} << 53;
+// A shape a typed call carries: throws InputError naming `what` when it is empty, has a 0 dim or more than
+// kMaxElements elements.
+void check_shape(const Shape& s, const std::string& what);
 // "fp16", "bf16", "fp32" -> DType; throws InputError.
 hw::isa::DType parse_dtype(const std::string& text);
 
@@ -61,21 +69,34 @@ using HostTensor = std::vector<float>;
 struct OpDef {
   std::string name;
   std::string summary;
-  // The inputs an op call takes, from the -p parameters (shapes) and the dtype.
+  std::vector<std::string> params;  // the keys of the text form, for errors and help
+  // The text form's attributes as the op's typed call; throws InputError naming the key and what it accepts.
+  std::function<Call(const Params& params)> parse;
+  // The operands the text form describes (its shapes) in the dtype, for `npusim op` and the Python ops.
   std::function<std::vector<TensorDesc>(const Params& params, hw::isa::DType)> inputs;
   // Shape/dtype inference and tiling for the chip; throws InputError for shapes the op cannot take.
-  std::function<OpPlan(const std::vector<TensorDesc>& in, const Params& params, const config::ChipConfig& chip)> plan;
+  std::function<OpPlan(const std::vector<TensorDesc>& in, const Call& call, const config::ChipConfig& chip)> plan;
   // The CPU reference in fp32.
-  std::function<std::vector<HostTensor>(const std::vector<TensorDesc>& in, const Params& params,
+  std::function<std::vector<HostTensor>(const std::vector<TensorDesc>& in, const Call& call,
                                          const std::vector<HostTensor>& values)>
       reference;
-  std::vector<std::string> params;  // parameter names, for errors and help
   // Accumulation error the output may carry beyond one rounding to its dtype, as an absolute tolerance added to
   // the per-dtype one (e.g. a sum of R terms in fp32); none when unset.
-  std::function<double(const std::vector<TensorDesc>& in, const Params& params)> extra_atol;
+  std::function<double(const std::vector<TensorDesc>& in, const Call& call)> extra_atol;
   // Range of the random values of each input (default [-1, 1)); e.g. a divisor kept away from 0.
   std::vector<std::pair<float, float>> input_ranges;
 };
+
+// The typed call of a text form: a key the op does not take is refused (naming the keys it takes), then op.parse.
+Call parse_call(const OpDef& op, const Params& params);
+
+// The call as the alternative an op takes; a call of another kind is refused naming both (a C++ caller's mistake,
+// reported as bad input rather than undefined behaviour).
+template <class T>
+const T& call_as(const Call& call, const std::string& op) {
+  if (const T* c = std::get_if<T>(&call)) return *c;
+  throw InputError("op " + op + " takes a call of type " + T::kName + ", given " + call_name(call));
+}
 
 const std::vector<OpDef>& all_ops();
 // The name an op's kernel carries in traces and task lists of a graph run: FlashAttention, LayerNorm, MatMul,

@@ -111,21 +111,25 @@ OpDef reduce_op(const std::string& name, Red red) {
   d.inputs = [](const Params& p, DType t) {
     return std::vector<TensorDesc>{{param_shape(p), t}};
   };
-  auto axis_of = [name](const Params& p, const Shape& s) {
+  d.parse = [name](const Params& p) -> Call {
+    ReduceCall c;
     const auto it = p.find("axis");
-    if (it == p.end()) return s.size() - 1;
+    if (it == p.end()) return c;
     std::size_t pos = 0;
-    long v = -1;
     try {
-      v = std::stol(it->second, &pos);
+      c.axis = std::stoll(it->second, &pos);
     } catch (const std::exception&) {
       pos = 0;
     }
-    if (pos != it->second.size() || v < -static_cast<long>(s.size()) || v >= static_cast<long>(s.size()))
-      throw InputError(name + ": axis='" + it->second + "' is not an axis of shape " + shape_string(s));
-    return static_cast<std::size_t>(v < 0 ? v + static_cast<long>(s.size()) : v);
+    if (pos == 0 || pos != it->second.size()) throw InputError(name + ": axis='" + it->second + "' is not an integer");
+    return c;
   };
-  d.plan = [red, name, axis_of](const std::vector<TensorDesc>& in, const Params& p, const config::ChipConfig& chip) {
+  auto axis_of = [name](const Call& call, const Shape& s) {
+    const std::int64_t v = call_as<ReduceCall>(call, name).axis, r = static_cast<std::int64_t>(s.size());
+    if (v < -r || v >= r) throw InputError(name + ": axis='" + std::to_string(v) + "' is not an axis of shape " + shape_string(s));
+    return static_cast<std::size_t>(v < 0 ? v + r : v);
+  };
+  d.plan = [red, name, axis_of](const std::vector<TensorDesc>& in, const Call& p, const config::ChipConfig& chip) {
     const Shape& s = in[0].shape;
     const std::size_t axis = axis_of(p, s);
     ReduceArgs a;
@@ -180,11 +184,11 @@ OpDef reduce_op(const std::string& name, Red red) {
   if (red == Red::kSum) {
     // A sum of R terms in [-1, 1) accumulated in fp32: a random walk of R roundings of partial sums up to about
     // sqrt(R) in size, bounded here (8x margin) by 8 R 2^-24.
-    d.extra_atol = [axis_of](const std::vector<TensorDesc>& in, const Params& p) {
+    d.extra_atol = [axis_of](const std::vector<TensorDesc>& in, const Call& p) {
       return 8.0 * static_cast<double>(in[0].shape[axis_of(p, in[0].shape)]) * std::ldexp(1.0, -24);
     };
   }
-  d.reference = [red, axis_of](const std::vector<TensorDesc>& in, const Params& p, const std::vector<HostTensor>& v) {
+  d.reference = [red, axis_of](const std::vector<TensorDesc>& in, const Call& p, const std::vector<HostTensor>& v) {
     const Shape& s = in[0].shape;
     const std::size_t axis = axis_of(p, s);
     std::uint64_t outer = 1, inner = 1;

@@ -552,13 +552,50 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
   if (kind == RowKind::kLayerNorm) d.params.push_back("stats");
   if (add) d.params.push_back("sum");
   if (kind == RowKind::kRopeHalf) d.params.push_back("layout");
-  // RoPE in the BSND layout: x is ... x S x N x D, the N heads of a position share its cos/sin row.
-  const auto bsnd = [=](const Params& p) {
-    const auto it = p.find("layout");
-    if (it == p.end() || it->second == "bnsd") return false;
-    if (it->second != "bsnd") throw InputError(name + ": layout='" + it->second + "' is not bnsd or bsnd");
-    return true;
+  d.parse = [=](const Params& p) -> Call {
+    if (kind == RowKind::kSoftmax || kind == RowKind::kLogSoftmax) return SoftmaxCall{param_uint(p, "chunk", 0, 16320)};
+    if (norm) {
+      NormCall c;
+      c.eps = param_real(p, "eps", 1e-5, true);
+      c.stats = kind == RowKind::kLayerNorm && param_uint(p, "stats", 0, 1);
+      c.sum = !add || param_uint(p, "sum", 1, 1);
+      c.chunk = param_uint(p, "chunk", 0, 16320);
+      return c;
+    }
+    if (kind == RowKind::kRopeHalf) {
+      const auto it = p.find("layout");
+      if (it == p.end() || it->second == "bnsd") return RopeCall{RopeLayout::kBnsd};
+      if (it->second != "bsnd") throw InputError(name + ": layout='" + it->second + "' is not bnsd or bsnd");
+      return RopeCall{RopeLayout::kBsnd};
+    }
+    return Operands{};
   };
+  // The call's options, whichever kind of call the op takes.
+  struct Options {
+    double eps = 1e-5;
+    bool stats = false, sum = false, bsnd = false;
+    std::uint64_t chunk = 0;
+  };
+  const auto options = [=](const Call& call) {
+    Options o;
+    if (kind == RowKind::kSoftmax || kind == RowKind::kLogSoftmax) {
+      o.chunk = call_as<SoftmaxCall>(call, name).chunk;
+    } else if (norm) {
+      const NormCall& c = call_as<NormCall>(call, name);
+      if (!std::isfinite(c.eps) || c.eps < 0) throw InputError(name + ": eps=" + std::to_string(c.eps) + " is not a non-negative number");
+      o.eps = c.eps;
+      o.stats = kind == RowKind::kLayerNorm && c.stats;
+      o.sum = add && c.sum;
+      o.chunk = c.chunk;
+    } else if (kind == RowKind::kRopeHalf) {
+      o.bsnd = call_as<RopeCall>(call, name).layout == RopeLayout::kBsnd;
+    } else {
+      call_as<Operands>(call, name);
+    }
+    return o;
+  };
+  // RoPE in the BSND layout: x is ... x S x N x D, the N heads of a position share its cos/sin row.
+  const auto bsnd = [parse = d.parse](const Params& p) { return std::get<RopeCall>(parse(p)).layout == RopeLayout::kBsnd; };
   d.inputs = [=](const Params& p, DType t) {
     const Shape s = param_shape(p);
     const std::uint64_t h = s.back();
@@ -576,7 +613,8 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
     }
     return in;
   };
-  d.plan = [=](const std::vector<TensorDesc>& in, const Params& p, const config::ChipConfig& chip) {
+  d.plan = [=](const std::vector<TensorDesc>& in, const Call& call, const config::ChipConfig& chip) {
+    const Options opt = options(call);
     const Shape& s = in[0].shape;
     const std::uint64_t h = s.back(), es = hw::isa::dtype_bytes(in[0].dtype);
     if ((kind == RowKind::kSwiGlu || kind == RowKind::kRopeHalf || kind == RowKind::kRopeInterleaved) && h % 2)
@@ -586,19 +624,20 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
     a.rows = elements(s) / h;
     a.h = h;
     a.ho = kind == RowKind::kSwiGlu ? h / 2 : h;
-    const bool heads = kind == RowKind::kRopeHalf && bsnd(p);
+    const bool heads = opt.bsnd;
     if (heads && s.size() < 3) throw InputError(name + ": layout=bsnd needs ... x S x N x D");
     a.heads = heads ? s[s.size() - 2] : 1;
     a.seq = rope ? s[s.size() - (heads ? 3 : 2)] : 0;
-    a.eps = static_cast<float>(param_real(p, "eps", 1e-5, true));
+    a.eps = static_cast<float>(opt.eps);
     a.add = add;
-    a.stats = kind == RowKind::kLayerNorm && param_uint(p, "stats", 0, 1);
-    const bool sum = add && param_uint(p, "sum", 1, 1);
+    a.stats = opt.stats;
+    const bool sum = opt.sum;
     std::uint64_t per_row = 0, fixed = 0;
     ub_need(kind, h, es, add, a.stats, &per_row, &fixed);
     const std::uint64_t len = (kind == RowKind::kSwiGlu || kind == RowKind::kRopeHalf) ? h / 2 : h;
     const std::uint64_t ub = chip.buffers.ub.size, cores = chip.vector_units();
-    const std::uint64_t forced = reduces ? param_uint(p, "chunk", 0, 16320) : 0;
+    const std::uint64_t forced = opt.chunk;
+    if (forced > 16320) throw InputError(name + ": chunk=" + std::to_string(forced) + " is more than 16320 columns");
     if (forced % 64) throw InputError(name + ": chunk=" + std::to_string(forced) + " is not a multiple of 64");
     if (forced && long_row_bytes(kind, forced, es, add, a.stats) > ub)
       throw InputError(name + ": chunk=" + std::to_string(forced) + " needs " + std::to_string(long_row_bytes(kind, forced, es, add, a.stats)) +
@@ -660,12 +699,13 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
     };
     return plan;
   };
-  d.reference = [=](const std::vector<TensorDesc>& in, const Params& p, const std::vector<HostTensor>& v) {
+  d.reference = [=](const std::vector<TensorDesc>& in, const Call& call, const std::vector<HostTensor>& v) {
+    const Options opt = options(call);
     const Shape& s = in[0].shape;
     const std::uint64_t h = s.back(), rows = elements(s) / h, ho = kind == RowKind::kSwiGlu ? h / 2 : h;
-    const double eps = static_cast<float>(param_real(p, "eps", 1e-5, true));
-    const bool stats = kind == RowKind::kLayerNorm && param_uint(p, "stats", 0, 1), sum = add && param_uint(p, "sum", 1, 1);
-    const bool heads = kind == RowKind::kRopeHalf && bsnd(p);
+    const double eps = static_cast<float>(opt.eps);
+    const bool stats = opt.stats, sum = opt.sum;
+    const bool heads = opt.bsnd;
     const std::uint64_t seq = rope ? s[s.size() - (heads ? 3 : 2)] : 1, nh = heads ? s[s.size() - 2] : 1;
     HostTensor out(rows * ho), sums, means(stats ? rows : 0), rstds(stats ? rows : 0);
     std::vector<float> xs(h);
@@ -735,8 +775,8 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
   if (kind == RowKind::kLayerNorm) {
     // The mean and rstd outputs are fp32, but for 16-bit inputs the row sums come from 128-lane partials rounded
     // to the dtype (stats16 in row_kernel): 2^-11 relative per partial, amplified up to 8x in the rstd.
-    d.extra_atol = [](const std::vector<TensorDesc>& in, const Params& p) {
-      return param_uint(p, "stats", 0, 1) && hw::isa::dtype_bytes(in[0].dtype) == 2 ? std::ldexp(1.0, -8) : 0.0;
+    d.extra_atol = [options](const std::vector<TensorDesc>& in, const Call& call) {
+      return options(call).stats && hw::isa::dtype_bytes(in[0].dtype) == 2 ? std::ldexp(1.0, -8) : 0.0;
     };
   }
   return d;

@@ -114,34 +114,48 @@ void swap_last(const PermArgs& a) {
   }
 }
 
-std::vector<std::size_t> parse_perm(const Params& p, std::size_t dims) {
-  std::vector<std::size_t> perm(dims);
-  for (std::size_t i = 0; i < dims; ++i) perm[i] = i;
+// -p perm=2,0,1 (absent: swap the last two).
+TransposeCall parse_call(const Params& p) {
+  TransposeCall c;
   const auto it = p.find("perm");
-  if (it == p.end()) {
-    if (dims >= 2) std::swap(perm[dims - 1], perm[dims - 2]);
-    return perm;
-  }
-  perm.clear();
+  if (it == p.end()) return c;
   std::stringstream ss(it->second);
   for (std::string part; std::getline(ss, part, ',');) {
     std::size_t pos = 0;
-    unsigned long v = dims;
+    unsigned long v = 0;
     try {
-      v = std::stoul(part, &pos);
+      if (!part.empty() && part[0] != '-') v = std::stoul(part, &pos);
     } catch (const std::exception&) {
       pos = 0;
     }
-    if (pos == 0 || pos != part.size() || v >= dims)
-      throw InputError("transpose: perm='" + it->second + "': '" + part + "' is not a dim of a " + std::to_string(dims) + "-d tensor");
-    perm.push_back(v);
+    if (pos == 0 || pos != part.size() || v > 64)
+      throw InputError("transpose: perm='" + it->second + "': '" + part + "' is not a dim");
+    c.perm.push_back(v);
   }
-  std::vector<std::size_t> sorted = perm;
+  if (c.perm.empty()) throw InputError("transpose: perm='" + it->second + "' lists no dim");
+  return c;
+}
+
+std::string perm_text(const std::vector<std::size_t>& perm) {
+  std::string out;
+  for (std::size_t i = 0; i < perm.size(); ++i) out += (i ? "," : "") + std::to_string(perm[i]);
+  return out;
+}
+
+// The call's permutation of a `dims`-d tensor, checked.
+std::vector<std::size_t> perm_of(const TransposeCall& c, std::size_t dims) {
+  std::vector<std::size_t> perm(dims);
+  for (std::size_t i = 0; i < dims; ++i) perm[i] = i;
+  if (c.perm.empty()) {
+    if (dims >= 2) std::swap(perm[dims - 1], perm[dims - 2]);
+    return perm;
+  }
+  std::vector<std::size_t> sorted = c.perm;
   std::sort(sorted.begin(), sorted.end());
   for (std::size_t i = 0; i < sorted.size(); ++i)
     if (sorted.size() != dims || sorted[i] != i)
-      throw InputError("transpose: perm='" + it->second + "' is not a permutation of the " + std::to_string(dims) + " dims");
-  return perm;
+      throw InputError("transpose: perm='" + perm_text(c.perm) + "' is not a permutation of the " + std::to_string(dims) + " dims");
+  return c.perm;
 }
 
 OpDef transpose_op() {
@@ -149,13 +163,14 @@ OpDef transpose_op() {
   d.name = "transpose";
   d.summary = "permute dims (-p perm=..., default: swap the last two); the last dim stays last or swaps with the one before";
   d.params = {"shape", "perm"};
+  d.parse = [](const Params& p) -> Call { return parse_call(p); };
   d.inputs = [](const Params& p, DType t) {
     return std::vector<TensorDesc>{{param_shape(p), t}};
   };
-  d.plan = [](const std::vector<TensorDesc>& in, const Params& p, const config::ChipConfig& chip) {
+  d.plan = [](const std::vector<TensorDesc>& in, const Call& call, const config::ChipConfig& chip) {
     const Shape& s = in[0].shape;
     if (s.size() > kMaxDims) throw InputError("transpose: at most 8 dims");
-    const std::vector<std::size_t> perm = parse_perm(p, s.size());
+    const std::vector<std::size_t> perm = perm_of(call_as<TransposeCall>(call, "transpose"), s.size());
     const std::size_t n = s.size();
     PermArgs a;
     a.dims = static_cast<std::uint32_t>(n);
@@ -170,7 +185,7 @@ OpDef transpose_op() {
     const bool keeps_last = perm[n - 1] == n - 1;
     a.swap = !keeps_last;
     if (!keeps_last && !(n >= 2 && perm[n - 1] == n - 2 && perm[n - 2] == n - 1))
-      throw InputError("transpose: perm='" + p.at("perm") + "' moves the last dim elsewhere than the one before it (not supported)");
+      throw InputError("transpose: perm='" + perm_text(perm) + "' moves the last dim elsewhere than the one before it (not supported)");
     const std::uint64_t es = hw::isa::dtype_bytes(in[0].dtype), ub = chip.buffers.ub.size - 512;
     OpPlan plan;
     plan.outputs = {{out, in[0].dtype}};
@@ -210,10 +225,10 @@ OpDef transpose_op() {
     };
     return plan;
   };
-  d.reference = [](const std::vector<TensorDesc>& in, const Params& p, const std::vector<HostTensor>& v) {
+  d.reference = [](const std::vector<TensorDesc>& in, const Call& call, const std::vector<HostTensor>& v) {
     const Shape& s = in[0].shape;
     const std::size_t n = s.size();
-    const std::vector<std::size_t> perm = parse_perm(p, n);
+    const std::vector<std::size_t> perm = perm_of(call_as<TransposeCall>(call, "transpose"), n);
     std::vector<std::uint64_t> stride(n, 1);
     for (std::size_t k = n - 1; k-- > 0;) stride[k] = stride[k + 1] * s[k + 1];
     HostTensor out(v[0].size());

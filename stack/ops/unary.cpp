@@ -80,16 +80,19 @@ OpDef unary_op(const std::string& name, Activation act, const std::string& summa
   d.summary = summary;
   d.params = {"shape"};
   if (act == Activation::kNone) d.params.push_back("to");
+  d.parse = [act](const Params& p) -> Call {
+    if (act != Activation::kNone) return Operands{};
+    const auto it = p.find("to");
+    if (it == p.end()) throw InputError("cast: parameter 'to' is required (fp16, bf16 or fp32)");
+    if (it->second != "fp16" && it->second != "bf16" && it->second != "fp32")
+      throw InputError("cast: parameter to='" + it->second + "' is not one of fp16, bf16, fp32");
+    return CastCall{parse_dtype(it->second)};
+  };
   d.inputs = [](const Params& p, DType t) {
     return std::vector<TensorDesc>{{param_shape(p), t}};
   };
-  d.plan = [act, name](const std::vector<TensorDesc>& in, const Params& p, const config::ChipConfig& chip) {
-    DType out_t = in[0].dtype;
-    if (act == Activation::kNone) {
-      const auto it = p.find("to");
-      if (it == p.end()) throw InputError("cast: parameter 'to' is required (fp16, bf16 or fp32)");
-      out_t = parse_dtype(it->second);
-    }
+  d.plan = [act, name](const std::vector<TensorDesc>& in, const Call& call, const config::ChipConfig& chip) {
+    const DType out_t = act == Activation::kNone ? call_as<CastCall>(call, name).to : (call_as<Operands>(call, name), in[0].dtype);
     UnaryArgs a;
     a.act = act;
     a.n = elements(in[0].shape);
@@ -120,7 +123,7 @@ OpDef unary_op(const std::string& name, Activation act, const std::string& summa
     };
     return plan;
   };
-  d.reference = [act](const std::vector<TensorDesc>&, const Params&, const std::vector<HostTensor>& v) {
+  d.reference = [act](const std::vector<TensorDesc>&, const Call&, const std::vector<HostTensor>& v) {
     HostTensor out(v[0].size());
     for (std::size_t i = 0; i < out.size(); ++i) out[i] = activate_ref(act, v[0][i]);
     return std::vector<HostTensor>{out};

@@ -165,7 +165,7 @@ TEST(OpVector, BadCallsAreClearErrors) {
       {"op rope -p shape=64", "rope: shape 64 needs at least two dims"},
       {"op layernorm -p shape=4x8 -p eps=-1", "parameter eps='-1' is not a non-negative number"},
       {"op cast -p shape=4", "cast: parameter 'to' is required"},
-      {"op cast -p shape=4 -p to=int8", "--dtype 'int8' is not one of fp16, bf16, fp32"},
+      {"op cast -p shape=4 -p to=int8", "cast: parameter to='int8' is not one of fp16, bf16, fp32"},
       {"op reduce_sum -p shape=4x8 -p axis=2", "reduce_sum: axis='2' is not an axis of shape 4x8"},
       {"op transpose -p shape=4x8x2 -p perm=0,1", "perm='0,1' is not a permutation of the 3 dims"},
       {"op transpose -p shape=4x8x2 -p perm=2,0,1", "moves the last dim elsewhere than the one before it"},

@@ -8,6 +8,7 @@
 #include <limits>
 
 #include "stack/graph/graph.hpp"
+#include "stack/graph/lower.hpp"
 #include "stack/graph/memory_plan.hpp"
 #include "stack/graph/passes/passes.hpp"
 #include "stack/graph/passes/views.hpp"
@@ -201,6 +202,44 @@ TEST(FuseAttention, GroupedQueryAttentionThroughLayoutNodesIsOneNode) {
   EXPECT_EQ(fa.attr("k_layout")->ints, (Shape{16 * 128, 64, 128, 0}));
   EXPECT_EQ(fa.attr("o_layout")->ints, (Shape{16 * 256, 64, 256, 0}));
   EXPECT_EQ(b.g.outputs[0], fa.outputs[0]);
+}
+
+// The fused node lowers to one typed FlashAttention call carrying the pass's shape, scale and per-tensor layouts.
+TEST(Lowering, TheFusedAttentionIsOneTypedCall) {
+  Builder b = gqa_attention();
+  ASSERT_EQ(passes::fuse_attention(b.g), 1);
+  b.g.compact();
+  const Program p = lower(b.g);
+  const Step* fa = nullptr;
+  for (const Step& s : p.steps)
+    if (s.op == "flash_attention") fa = &s;
+  ASSERT_NE(fa, nullptr);
+  const auto& c = std::get<ops::FlashAttentionCall>(fa->call);
+  EXPECT_EQ((std::vector<std::uint32_t>{c.B, c.N, c.KVN, c.S, c.SK, c.D}), (std::vector<std::uint32_t>{2, 4, 2, 16, 16, 64}));
+  EXPECT_TRUE(c.causal);
+  EXPECT_FALSE(c.mask);
+  ASSERT_TRUE(c.scale.has_value());
+  EXPECT_DOUBLE_EQ(*c.scale, 0.125);
+  ASSERT_TRUE(c.q && c.k && c.v && c.o);
+  EXPECT_EQ((std::vector<std::uint64_t>{c.k->batch, c.k->head, c.k->row, c.k->offset}), (std::vector<std::uint64_t>{16 * 128, 64, 128, 0}));
+  EXPECT_EQ(c.o->row, 256u);
+}
+
+TEST(Lowering, NodeAttributesBecomeTheCallsFields) {
+  Builder b;
+  const ValueId x = b.input("x", {6, 32});
+  const ValueId n = b.op("LayerNormalization", {x, b.floats(std::vector<float>(32, 1.0f), {32})}, {6, 32},
+                         {{"epsilon", Attribute::of_float(1e-3f)}});
+  const ValueId t = b.op("Transpose", {n}, {32, 6}, {{"perm", Attribute::of_ints({1, 0})}});
+  b.g.outputs = {b.op("ReduceMax", {t}, {32}, {{"axes", Attribute::of_ints({-1})}, {"keepdims", Attribute::of_int(0)}})};
+  const Program p = lower(b.g);
+  ASSERT_EQ(p.steps.size(), 3u);
+  EXPECT_EQ(p.steps[0].op, "layernorm");
+  const auto& norm = std::get<ops::NormCall>(p.steps[0].call);
+  EXPECT_EQ(static_cast<float>(norm.eps), 1e-3f);
+  EXPECT_FALSE(norm.stats);  // Mean and InvStdDev are not outputs
+  EXPECT_EQ(std::get<ops::TransposeCall>(p.steps[1].call).perm, (std::vector<std::size_t>{1, 0}));
+  EXPECT_EQ(std::get<ops::ReduceCall>(p.steps[2].call).axis, 1);  // -1 of a 2-d tensor
 }
 
 TEST(FuseAttention, AMaskThatIsNotCausalBecomesAnAdditiveMask) {

@@ -1,0 +1,135 @@
+// The typed calls of the operator library: what each op takes besides its operands (the operands' shapes and
+// dtypes come as TensorDescs). The graph engine's lowering builds these directly from a node's attributes; the
+// CLI's `-p KEY=VALUE` text and the Python keyword arguments are parsed into them once, by the op's `parse`
+// (ops::parse_call). An op's plan, kernel and reference read only the typed call.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+#include <variant>
+#include <vector>
+
+#include "hw/isa/dtype.hpp"
+
+namespace npusim::stack::ops {
+
+using Shape = std::vector<std::uint64_t>;
+
+// The operands say everything: elementwise add/sub/mul/div, the unary functions, swiglu, rope_interleaved.
+struct Operands {
+  static constexpr const char* kName = "Operands";
+};
+
+struct CastCall {
+  static constexpr const char* kName = "CastCall";
+  hw::isa::DType to = hw::isa::DType::kFp32;
+};
+
+// The activation a MatMul applies to its result (in the FixPipe for ReLU, on the vector unit otherwise).
+enum class MatMulAct : std::uint8_t { kNone, kRelu, kGelu, kGeluTanh };
+
+// C = act(op(A) op(B) + bias): the operands are A, B and (bias) a length-N vector; op() transposes when asked.
+struct MatMulCall {
+  static constexpr const char* kName = "MatMulCall";
+  bool trans_a = false, trans_b = false;
+  bool bias = false;  // a third operand
+  MatMulAct act = MatMulAct::kNone;
+};
+
+// Where a tensor's rows are, in elements: element (b, n, s, d) sits at offset + b*batch + n*head + s*row + d.
+struct AttentionStrides {
+  std::uint64_t batch = 0, head = 0, row = 0, offset = 0;
+};
+
+enum class AttentionLayout : std::uint8_t { kBnsd, kBsnd };
+
+// O = softmax(scale Q K^T + mask) V over B batches, N query heads grouped over KVN key/value heads, S query rows,
+// SK keys, head size D. Q, K, V and O follow `layout` unless a tensor has explicit strides (the graph engine's
+// fused attention reads a head's rows inside a QKV projection, and writes O into the next MatMul's input).
+struct FlashAttentionCall {
+  static constexpr const char* kName = "FlashAttentionCall";
+  std::uint32_t B = 0, N = 0, S = 0, D = 0;
+  std::uint32_t KVN = 0, SK = 0;  // 0: N and S
+  bool causal = false;
+  bool mask = false;  // a fourth operand added to the scores, [MB, MN, MS, SK]
+  // MB, MN, MS: each 1 (shared) or B, N, S; unset: one S x SK table.
+  std::optional<std::vector<std::uint32_t>> mask_shape;
+  std::optional<double> scale;  // unset: 1 / sqrt(D)
+  AttentionLayout layout = AttentionLayout::kBnsd;
+  std::optional<AttentionStrides> q, k, v, o;
+};
+
+// softmax, log_softmax over the last dimension.
+struct SoftmaxCall {
+  static constexpr const char* kName = "SoftmaxCall";
+  std::uint32_t chunk = 0;  // columns per chunk of a long row (a multiple of 64); 0: chosen by the tiling
+};
+
+// layernorm, add_layernorm, rmsnorm over the last dimension.
+struct NormCall {
+  static constexpr const char* kName = "NormCall";
+  double eps = 1e-5;
+  bool stats = false;  // layernorm, add_layernorm: also the rows' mean and rstd (fp32)
+  bool sum = true;     // add_layernorm: also write x + residual
+  std::uint32_t chunk = 0;
+};
+
+enum class RopeLayout : std::uint8_t { kBnsd, kBsnd };
+
+// rope: x is ... x S x D (kBnsd) or ... x S x N x D (kBsnd, the heads of a position share its cos/sin row).
+struct RopeCall {
+  static constexpr const char* kName = "RopeCall";
+  RopeLayout layout = RopeLayout::kBnsd;
+};
+
+// reduce_sum, reduce_mean, reduce_max along one axis (negative: from the end), which the output drops.
+struct ReduceCall {
+  static constexpr const char* kName = "ReduceCall";
+  std::int64_t axis = -1;
+};
+
+// Output dim k is input dim perm[k]; empty: swap the last two.
+struct TransposeCall {
+  static constexpr const char* kName = "TransposeCall";
+  std::vector<std::size_t> perm;
+};
+
+// Per leading dim [start, end) with a positive step; out-of-range bounds clamp as ONNX's Slice does.
+struct SliceCall {
+  static constexpr const char* kName = "SliceCall";
+  std::vector<std::int64_t> starts, ends, steps;  // steps empty: all 1
+};
+
+struct ConcatCall {
+  static constexpr const char* kName = "ConcatCall";
+  std::int64_t axis = 0;
+};
+
+struct SplitCall {
+  static constexpr const char* kName = "SplitCall";
+  std::int64_t axis = 0;
+  std::vector<std::int64_t> sizes;
+};
+
+// numpy broadcasting of the operand to `to`.
+struct ExpandCall {
+  static constexpr const char* kName = "ExpandCall";
+  Shape to;
+};
+
+// One expression over up to 8 operands x0..x7 (each of the output's shape or its trailing dims), e.g.
+// "mul(silu(x0),x1)"; docs/ops.md lists the functions.
+struct FusedElementwiseCall {
+  static constexpr const char* kName = "FusedElementwiseCall";
+  std::string expr;
+  Shape shape;  // the output's
+};
+
+using Call = std::variant<Operands, CastCall, MatMulCall, FlashAttentionCall, SoftmaxCall, NormCall, RopeCall, ReduceCall,
+                          TransposeCall, SliceCall, ConcatCall, SplitCall, ExpandCall, FusedElementwiseCall>;
+
+// The alternative's name ("NormCall"), for errors.
+const char* call_name(const Call& c);
+
+}  // namespace npusim::stack::ops
