@@ -55,12 +55,14 @@ TEST(OpCalls, TextParsesIntoTheTypedCallOfEachFamily) {
   EXPECT_EQ(f.k->offset, 5u);
   EXPECT_FALSE(f.v.has_value());
 
-  const auto& mm = std::get<MatMulCall>(parse_call(op("matmul"), {{"M", "16"}, {"N", "16"}, {"K", "16"}, {"trans_b", "1"}, {"act", "gelu_tanh"}}));
+  const Call mm_call = parse_call(op("matmul"), {{"M", "16"}, {"N", "16"}, {"K", "16"}, {"trans_b", "1"}, {"act", "gelu_tanh"}});
+  const auto& mm = std::get<MatMulCall>(mm_call);
   EXPECT_TRUE(mm.trans_b);
   EXPECT_FALSE(mm.trans_a);
   EXPECT_EQ(mm.act, MatMulAct::kGeluTanh);
 
-  const auto& ln = std::get<NormCall>(parse_call(op("layernorm"), {{"shape", "4x64"}, {"eps", "0.001"}, {"stats", "1"}}));
+  const Call ln_call = parse_call(op("layernorm"), {{"shape", "4x64"}, {"eps", "0.001"}, {"stats", "1"}});
+  const auto& ln = std::get<NormCall>(ln_call);
   EXPECT_DOUBLE_EQ(ln.eps, 0.001);
   EXPECT_TRUE(ln.stats);
   EXPECT_FALSE(std::get<NormCall>(parse_call(op("add_layernorm"), {{"sum", "0"}})).sum);
@@ -68,7 +70,8 @@ TEST(OpCalls, TextParsesIntoTheTypedCallOfEachFamily) {
   EXPECT_EQ(std::get<CastCall>(parse_call(op("cast"), {{"to", "bf16"}})).to, DType::kBf16);
   EXPECT_EQ(std::get<ReduceCall>(parse_call(op("reduce_max"), {{"axis", "-2"}})).axis, -2);
   EXPECT_EQ(std::get<TransposeCall>(parse_call(op("transpose"), {{"perm", "0,2,1"}})).perm, (std::vector<std::size_t>{0, 2, 1}));
-  const auto& sl = std::get<SliceCall>(parse_call(op("slice"), {{"starts", "0,-3"}, {"ends", "2,9"}}));
+  const Call sl_call = parse_call(op("slice"), {{"starts", "0,-3"}, {"ends", "2,9"}});
+  const auto& sl = std::get<SliceCall>(sl_call);
   EXPECT_EQ(sl.starts, (std::vector<std::int64_t>{0, -3}));
   EXPECT_TRUE(sl.steps.empty());
   EXPECT_EQ(std::get<SplitCall>(parse_call(op("split"), {{"axis", "1"}, {"sizes", "3,5"}})).sizes, (std::vector<std::int64_t>{3, 5}));
