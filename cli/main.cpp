@@ -12,7 +12,9 @@
 #include "cli/kernel_command.hpp"
 #include "cli/memtrace_command.hpp"
 #include "cli/op_command.hpp"
+#include "cli/plot_command.hpp"
 #include "cli/run_command.hpp"
+#include "cli/sweep_command.hpp"
 #include "common/config/loader.hpp"
 #include "common/util/error.hpp"
 
@@ -152,6 +154,41 @@ int sc_main(int argc, char** argv) {
       ->capture_default_str();
   add_output_options(*run, ropts.json, ropts.trace, ropts.summary);
 
+  npusim::cli::SweepOptions sopts;
+  CLI::App* sweep = app.add_subcommand("sweep", "explore a design space: run workloads over config axes (docs/exploration.md)");
+  sweep->add_option("spec", sopts.spec, "SPEC.yaml: base config, axes, derived keys, workloads, metrics")->required();
+  sweep->add_option("-o,--out", sopts.out, "results folder (default: ./sweep-NAME); a rerun resumes there")->type_name("DIR");
+  sweep->add_option("-j,--jobs", sopts.jobs, "runs at a time, each its own process (default: one per CPU)")
+      ->check(CLI::Range(1, 1024))
+      ->type_name("N");
+  sweep->add_flag("--retry-failed", sopts.retry_failed, "run again the runs recorded as failed or timed out");
+  sweep->add_option("--timeout", sopts.timeout_s, "stop a run after SECONDS and record it as timed out")
+      ->check(CLI::PositiveNumber)
+      ->type_name("SECONDS");
+  sweep->add_flag("--dry-run", sopts.dry_run, "list the points (with their config hash or why the config is invalid), the "
+                                              "workloads and the metrics; run nothing");
+  sweep->add_flag("--status", sopts.status, "show how many runs are finished, failed and left (and the Slurm job's state)");
+  sweep->add_flag("-q,--quiet", sopts.quiet, "no progress on stderr");
+  sweep->add_flag("--slurm", sopts.slurm, "submit the unfinished runs to Slurm as a job array (sbatch --array) and merge "
+                                          "the results as they come; the results folder must be on a shared file system");
+  sweep->add_flag("--no-wait", sopts.no_wait, "--slurm: print the job id and return after submitting");
+  sweep->add_option("--partition", sopts.partition, "--slurm: sbatch --partition")->type_name("NAME");
+  sweep->add_option("--time", sopts.time, "--slurm: sbatch --time (per array task)")->type_name("LIMIT");
+  sweep->add_option("--mem", sopts.mem, "--slurm: sbatch --mem (per array task)")->type_name("SIZE");
+  sweep->add_option("--array-tasks", sopts.array_tasks, "--slurm: array tasks, each a chunk of runs (default: one per "
+                                                        "run, at most 64)")
+      ->check(CLI::Range(1, 100000))
+      ->type_name("N");
+  sweep->add_option("--slurm-task", sopts.slurm_task_dir, "(the job array's tasks run this)")->group("");
+  sweep->footer("Example: npusim sweep configs/sweeps/matmul_roofline.yaml -j 2, then npusim plot sweep-matmul_roofline");
+
+  std::vector<std::string> plot_args;
+  CLI::App* plot = app.add_subcommand("plot", "figures and an HTML report of a sweep's results (matplotlib; "
+                                              "npusim plot RESULTS --help for its options)");
+  plot->prefix_command();  // every argument goes to the plot script
+  plot->set_help_flag();
+  plot->allow_extras();
+
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {
@@ -166,6 +203,16 @@ int sc_main(int argc, char** argv) {
   }
 
   try {
+    if (*plot) {
+      plot_args = plot->remaining();
+      if (plot_args.empty()) throw npusim::InputError("npusim plot RESULTS: give the folder npusim sweep wrote (--help for the options)");
+      return npusim::cli::run_plot_command(plot_args);
+    }
+    if (*sweep) {
+      for (const char* o : {"--no-wait", "--partition", "--time", "--mem", "--array-tasks"})
+        if (sweep->count(o) && !sopts.slurm) throw npusim::InputError(std::string(o) + " applies to --slurm sweeps");
+      return npusim::cli::run_sweep_command(sopts);
+    }
     if (*run) {
       ropts.config = run_cfg.config;
       ropts.sets = run_cfg.all_sets();

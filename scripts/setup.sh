@@ -30,6 +30,8 @@ PACKAGES=(
   libonnx-dev libprotobuf-dev protobuf-compiler   # ONNX import: ONNX 1.12 on Debian 12, 1.17 on Debian 13
   libonnx-testdata        # ONNX node tests (conformance)
   pybind11-dev            # the Python package's native module (npusim._core)
+  chromium chromium-driver  # npusim plot's HTML report is checked in a real headless browser (tests/cli/sweep_test.py)
+  slurm-wlm munge         # npusim sweep --slurm is tested on a single-node Slurm started on localhost
 )
 
 build=1

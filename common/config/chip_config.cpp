@@ -1,6 +1,7 @@
 #include "common/config/chip_config.hpp"
 
 #include <cmath>
+#include <cstdio>
 #include <string>
 #include <utility>
 
@@ -507,6 +508,85 @@ std::vector<KeyInfo> describe_schema() {
   ChipConfig scratch;
   reflect(d, scratch);
   return d.rows;
+}
+
+std::string exact_value_text(double value, Unit unit) {
+  char buf[40];
+  if (unit_is_integer(unit)) {
+    std::snprintf(buf, sizeof buf, "%.0f", value);
+    return buf;
+  }
+  std::snprintf(buf, sizeof buf, "%.17g", value);
+  std::string out = buf;
+  switch (unit) {
+    case Unit::kFrequency: return out + "Hz";
+    case Unit::kBandwidth: return out + "B/s";
+    case Unit::kBitRate: return out + "bps";
+    case Unit::kTime: return out + "ns";
+    default: return out;
+  }
+}
+
+namespace {
+
+// Reads every value out of a config.
+class Reader : public Visitor {
+ public:
+  std::vector<ResolvedValue> rows;
+
+  void begin_group(std::string_view name, std::string_view) override { path_.emplace_back(name); }
+  void end_group() override { path_.pop_back(); }
+  void integer(std::string_view key, std::uint64_t& v, Unit unit, Default<std::uint64_t>, std::string_view) override {
+    add(key, "integer", unit, static_cast<double>(v), std::to_string(v));
+  }
+  void real(std::string_view key, double& v, Unit unit, Default<double>, std::string_view) override {
+    add(key, "real", unit, v, exact_value_text(v, unit));
+  }
+  void boolean(std::string_view key, bool& v, Default<bool>, std::string_view) override {
+    add(key, "boolean", Unit::kCount, v ? 1 : 0, v ? "true" : "false");
+  }
+  void text(std::string_view key, std::string& v, Default<std::string>, std::string_view,
+            std::initializer_list<std::string_view>) override {
+    add(key, "text", Unit::kCount, 0, v);
+  }
+
+ private:
+  void add(std::string_view key, std::string type, Unit unit, double number, std::string text) {
+    std::string full;
+    for (const auto& p : path_) full += p + ".";
+    full += key;
+    rows.push_back({std::move(full), std::move(type), unit, number, std::move(text)});
+  }
+  std::vector<std::string> path_;
+};
+
+}  // namespace
+
+std::vector<ResolvedValue> resolved_values(const ChipConfig& c) {
+  Reader r;
+  ChipConfig copy = c;  // reflect() takes a mutable config; reading does not change it
+  reflect(r, copy);
+  return r.rows;
+}
+
+std::string config_hash(const ChipConfig& c) {
+  std::uint64_t h = 14695981039346656037ull;
+  auto mix = [&](const std::string& s) {
+    for (unsigned char ch : s) {
+      h ^= ch;
+      h *= 1099511628211ull;
+    }
+  };
+  for (const ResolvedValue& v : resolved_values(c)) {
+    if (v.key == "name" || v.key == "description") continue;  // labels, not design points
+    mix(v.key);
+    mix("=");
+    mix(v.text);
+    mix("\n");
+  }
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
 }
 
 }  // namespace npusim::config

@@ -240,4 +240,20 @@ std::vector<Problem> check_consistency(const ChipConfig& c);
 // Every declared key with its metadata, in declaration order.
 std::vector<KeyInfo> describe_schema();
 
+// One key's value in a loaded config: numbers in their base unit, text as it is (booleans as 0/1).
+struct ResolvedValue {
+  std::string key;
+  std::string type;  // as KeyInfo::type
+  Unit unit = Unit::kCount;
+  double number = 0;  // integer, real and boolean keys
+  std::string text;   // the value exactly, in the base unit ("196608", "1.6e+12B/s", "lru"), as --set takes it
+};
+// Every declared key of `c`, in declaration order.
+std::vector<ResolvedValue> resolved_values(const ChipConfig& c);
+// A fingerprint of every resolved value (FNV-1a, 64 bits, 16 hex digits): two configs with the same hash have the
+// same values for every key, however they were written (files, extends, --set, units).
+std::string config_hash(const ChipConfig& c);
+// A base-unit value as text the loader reads back exactly ("1.6e+12B/s", "1800000000Hz", "196608").
+std::string exact_value_text(double value, Unit unit);
+
 }  // namespace npusim::config

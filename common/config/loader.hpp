@@ -36,6 +36,10 @@ struct LoadedConfig {
 // after every file. Throws ConfigError listing every problem found, each with file, line and key.
 LoadedConfig load_config(std::string_view spec, const std::vector<std::string>& overrides = {});
 
+// The same without the checks between keys (every value is still parsed and range-checked): a sweep reads the
+// values of a point's config before its derived keys make it consistent (cores.aiv from cores.aic, say).
+LoadedConfig load_config_unchecked(std::string_view spec, const std::vector<std::string>& overrides = {});
+
 // The same from YAML text; `source_name` is used in messages and to resolve a relative `extends:` path.
 LoadedConfig load_config_text(std::string_view yaml, std::string_view source_name,
                               const std::vector<std::string>& overrides = {});

@@ -1,0 +1,38 @@
+// A sweep's results (docs/exploration.md): one row per point x workload, kept as JSON Lines (the record, appended
+// as runs finish) and written again as CSV. Each finished run's whole --json report is kept under reports/, so a
+// metric added to the spec later is read from it without running again.
+#pragma once
+
+#include <nlohmann/json.hpp>
+
+#include <string>
+#include <vector>
+
+#include "cli/sweep/spec.hpp"
+
+namespace npusim::cli::sweep {
+
+// A row's status: "ok" (ran, metrics read), "failed" (the run exited with an error), "timeout", or "invalid" (the
+// point's config does not load; nothing ran).
+nlohmann::json make_row(const Spec& spec, const Point& p, const Workload& w, const std::string& status,
+                        const std::string& error, double wall_s);
+
+// Fills row["metrics"] from a run's report: each metric is a --json key path (a.b.0.c) or an expression whose names
+// are key paths, `chip.KEY` (the point's device facts, as npusim info --json) or `config.KEY` (the resolved config in
+// base units). A metric whose names a report lacks is null (a model has no op.flops).
+void fill_metrics(nlohmann::json& row, const Spec& spec, const Point& p, const nlohmann::json& report);
+
+// The key under which a run is finished: the point's config and the workload's command line.
+std::string run_key(const Point& p, const Workload& w);
+
+// Reads results.jsonl; a torn last line (a run killed while writing) is skipped.
+std::vector<nlohmann::json> read_rows(const std::string& path);
+
+// Writes the rows as CSV (point, workload, status, config_hash, the axes, the derived keys, the metrics, wall_s,
+// error), through a temporary file renamed into place.
+void write_csv(const std::string& path, const Spec& spec, const std::vector<nlohmann::json>& rows);
+
+// Writes text to path through a temporary file in the same folder renamed into place: a reader never sees half.
+void write_atomically(const std::string& path, const std::string& text);
+
+}  // namespace npusim::cli::sweep

@@ -1,0 +1,414 @@
+#include "cli/sweep/runner.hpp"
+
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/prctl.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <filesystem>
+#include <fstream>
+#include <iostream>
+#include <map>
+#include <sstream>
+
+#include "cli/sweep/results.hpp"
+#include "common/util/error.hpp"
+
+namespace npusim::cli::sweep {
+
+namespace fs = std::filesystem;
+using nlohmann::json;
+using Clock = std::chrono::steady_clock;
+
+std::vector<PlannedRun> plan_runs(const Spec& spec) {
+  std::vector<PlannedRun> runs;
+  for (const Point& p : spec.points)
+    for (const Workload& w : spec.workloads) runs.push_back({&p, &w, run_key(p, w)});
+  return runs;
+}
+
+std::vector<json> read_all_rows(const std::string& out_dir) {
+  std::vector<json> rows = read_rows(out_dir + "/results.jsonl");
+  const fs::path slurm = fs::path(out_dir) / "slurm";
+  std::error_code ec;
+  if (fs::is_directory(slurm, ec)) {
+    std::vector<fs::path> parts;
+    for (const auto& job : fs::directory_iterator(slurm, ec)) {
+      if (!job.is_directory()) continue;
+      for (const auto& f : fs::directory_iterator(job.path(), ec))
+        if (f.path().filename().string().rfind("part-", 0) == 0 && f.path().extension() == ".jsonl") parts.push_back(f.path());
+    }
+    std::sort(parts.begin(), parts.end());
+    for (const fs::path& part : parts) {
+      std::vector<json> more = read_rows(part.string());
+      rows.insert(rows.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
+    }
+  }
+  return rows;
+}
+
+void sort_rows(const Spec& spec, std::vector<json>& rows) {
+  std::map<std::string, std::size_t> order;
+  for (std::size_t i = 0; i < spec.workloads.size(); ++i) order[spec.workloads[i].name] = i;
+  std::stable_sort(rows.begin(), rows.end(), [&](const json& a, const json& b) {
+    const auto pa = a.value("point", std::size_t{0}), pb = b.value("point", std::size_t{0});
+    if (pa != pb) return pa < pb;
+    return order[a.value("workload", std::string())] < order[b.value("workload", std::string())];
+  });
+}
+
+namespace {
+
+std::string report_path(const std::string& out_dir, const std::string& key) { return out_dir + "/reports/" + key + ".json"; }
+
+bool retried(const std::string& status, bool retry_failed) {
+  return retry_failed && (status == "failed" || status == "timeout");
+}
+
+}  // namespace
+
+std::vector<json> finished_rows(const Spec& spec, const std::string& out_dir, const std::vector<json>& rows,
+                                bool retry_failed) {
+  // The newest row of each run key wins (a failed run that was retried and succeeded, a merged Slurm part).
+  std::map<std::string, const json*> by_key;
+  for (const json& r : rows) by_key[r["key"].get<std::string>()] = &r;
+  std::vector<json> out;
+  for (const PlannedRun& run : plan_runs(spec)) {
+    const Point& p = *run.point;
+    if (!p.error.empty()) {
+      out.push_back(make_row(spec, p, *run.workload, "invalid", p.error, 0));
+      continue;
+    }
+    const auto it = by_key.find(run.key);
+    if (it == by_key.end()) continue;
+    const json& old = *it->second;
+    const std::string status = old.value("status", std::string());
+    if (status == "invalid" || retried(status, retry_failed)) continue;
+    json row = make_row(spec, p, *run.workload, status, old["error"].is_string() ? old["error"].get<std::string>() : "",
+                        old.value("wall_s", 0.0));
+    if (status == "ok") {
+      // The metrics come from the saved report; without it the run is not finished.
+      std::ifstream f(report_path(out_dir, run.key));
+      if (!f) continue;
+      try {
+        fill_metrics(row, spec, p, json::parse(f));
+      } catch (const json::exception&) {
+        continue;
+      }
+    }
+    out.push_back(std::move(row));
+  }
+  return out;
+}
+
+namespace {
+
+// One npusim process running one run.
+struct Child {
+  pid_t pid = -1;
+  std::string key;
+  std::vector<std::size_t> runs;  // indices into the planned runs sharing this key
+  Clock::time_point start;
+  std::string out_path, err_path;
+};
+
+std::string signal_name(int sig) {
+  const char* d = sigabbrev_np(sig);
+  return d ? std::string("SIG") + d : std::to_string(sig);
+}
+
+// The last lines of a run's stderr: its error message.
+std::string error_text(const std::string& err_path) {
+  std::ifstream f(err_path);
+  std::vector<std::string> lines;
+  std::string line;
+  while (std::getline(f, line))
+    if (!line.empty()) lines.push_back(line);
+  std::string out;
+  const std::size_t from = lines.size() > 12 ? lines.size() - 12 : 0;
+  for (std::size_t i = from; i < lines.size(); ++i) out += (out.empty() ? "" : "\n") + lines[i];
+  if (out.size() > 4000) out = "..." + out.substr(out.size() - 4000);
+  return out;
+}
+
+std::string duration_text(double s) {
+  char buf[32];
+  if (s < 60) std::snprintf(buf, sizeof buf, "%.0fs", s);
+  else if (s < 3600) std::snprintf(buf, sizeof buf, "%dm%02ds", static_cast<int>(s) / 60, static_cast<int>(s) % 60);
+  else std::snprintf(buf, sizeof buf, "%dh%02dm", static_cast<int>(s) / 3600, static_cast<int>(s) % 3600 / 60);
+  return buf;
+}
+
+}  // namespace
+
+int run_local(const Spec& spec, const RunOptions& opts) {
+  const std::string& out = opts.out_dir;
+  std::error_code ec;
+  for (const char* sub : {"", "/reports", "/logs"}) {
+    fs::create_directories(out + sub, ec);
+    if (ec) throw InputError(out + sub + ": cannot make the folder: " + ec.message());
+  }
+  const bool part = !opts.results_file.empty();
+  const std::string results = part ? opts.results_file : out + "/results.jsonl";
+  if (!part) write_atomically(out + "/sweep.json", spec.describe().dump(2) + "\n");
+
+  // What is finished: the rows of every results file; the record is rewritten with this spec's rows (rows of runs
+  // the spec no longer has are kept in superseded.jsonl).
+  const std::vector<json> previous = part ? read_rows(results) : read_all_rows(out);
+  std::vector<json> done = finished_rows(spec, out, previous, opts.retry_failed);
+  const std::vector<PlannedRun> runs = plan_runs(spec);
+  if (!part) {
+    std::set<std::string> current;
+    for (const PlannedRun& r : runs) current.insert(r.key);
+    std::string superseded;
+    for (const json& r : previous)
+      if (!current.count(r["key"].get<std::string>())) superseded += r.dump() + "\n";
+    if (!superseded.empty()) std::ofstream(out + "/superseded.jsonl", std::ios::app) << superseded;
+    sort_rows(spec, done);
+    std::string text;
+    for (const json& r : done) text += r.dump() + "\n";
+    write_atomically(results, text);
+    // The Slurm parts are merged into the record now.
+    fs::path slurm = fs::path(out) / "slurm";
+    if (fs::is_directory(slurm, ec))
+      for (const auto& job : fs::directory_iterator(slurm, ec))
+        for (const auto& f : fs::directory_iterator(job.path(), ec))
+          if (f.path().filename().string().rfind("part-", 0) == 0) fs::rename(f.path(), f.path().string() + ".merged", ec);
+  }
+
+  // The runs left, grouped by key (points with the same config share a run).
+  std::set<std::string> finished_keys;
+  std::size_t invalid = 0;
+  for (const json& r : done) {
+    finished_keys.insert(r["key"].get<std::string>());
+    invalid += r["status"] == "invalid";
+  }
+  std::vector<std::string> order;
+  std::map<std::string, std::vector<std::size_t>> pending;
+  for (std::size_t i = 0; i < runs.size(); ++i) {
+    const PlannedRun& r = runs[i];
+    if (!r.point->error.empty() || finished_keys.count(r.key)) continue;
+    if (!opts.only_keys.empty() && !opts.only_keys.count(r.key)) continue;
+    if (!pending.count(r.key)) order.push_back(r.key);
+    pending[r.key].push_back(i);
+  }
+  std::size_t to_run = 0;
+  for (const auto& [k, v] : pending) to_run += v.size();
+  const std::size_t earlier = done.size() - invalid;
+  if (!opts.quiet) {
+    std::cerr << "sweep " << spec.name << ": " << spec.points.size() << " points x " << spec.workloads.size()
+              << " workloads = " << runs.size() << " runs";
+    if (earlier) std::cerr << "; " << earlier << " finished earlier";
+    if (invalid) std::cerr << "; " << invalid << " with an invalid config (recorded, not run)";
+    std::cerr << "; " << to_run << " to run, " << opts.jobs << " at a time -> " << out << "\n";
+  }
+
+  const int fd = ::open(results.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw InputError(results + ": cannot write: " + std::strerror(errno));
+  auto append = [&](const json& row) {
+    const std::string line = row.dump() + "\n";
+    // One write of the whole line: a kill leaves at most a torn last line, which the reader skips.
+    if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
+      throw InputError(results + ": cannot write: " + std::strerror(errno));
+  };
+
+  // SIGCHLD, SIGINT and SIGTERM are taken with sigtimedwait: no handler, no race with a child's end.
+  sigset_t wait_set, old_mask;
+  sigemptyset(&wait_set);
+  sigaddset(&wait_set, SIGCHLD);
+  sigaddset(&wait_set, SIGINT);
+  sigaddset(&wait_set, SIGTERM);
+  sigprocmask(SIG_BLOCK, &wait_set, &old_mask);
+
+  const bool tty = isatty(STDERR_FILENO);
+  const Clock::time_point t0 = Clock::now();
+  std::map<pid_t, Child> children;
+  std::size_t next = 0, completed = 0, failed = 0;
+  bool interrupted = false;
+  std::string last_line;
+
+  auto progress = [&](const std::string& event) {
+    if (opts.quiet) return;
+    const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::ostringstream s;
+    s << "[" << completed << "/" << to_run << "] ";
+    if (failed) s << failed << " failed, ";
+    s << children.size() << " running";
+    if (completed && completed < to_run) s << ", ETA " << duration_text(elapsed / completed * (to_run - completed));
+    s << ", " << duration_text(elapsed) << " elapsed";
+    if (tty) {
+      if (!event.empty()) std::cerr << "\r\033[K" << event << "\n";
+      std::cerr << "\r\033[K" << s.str() << std::flush;
+      last_line = s.str();
+    } else if (!event.empty()) {
+      std::cerr << s.str() << ": " << event << "\n";
+    }
+  };
+
+  auto spawn = [&](const std::string& key) {
+    const PlannedRun& r = runs[pending[key].front()];
+    std::vector<std::string> args = {opts.self_exe};
+    args.insert(args.end(), r.workload->argv.begin(), r.workload->argv.end());
+    args.push_back("--config");
+    args.push_back(spec.base);
+    for (const std::string& s : r.point->sets) {
+      args.push_back("--set");
+      args.push_back(s);
+    }
+    args.push_back("--json");
+    Child c;
+    c.key = key;
+    c.runs = pending[key];
+    c.start = Clock::now();
+    c.out_path = out + "/logs/" + key + ".out";
+    c.err_path = out + "/logs/" + key + ".err";
+    std::vector<char*> argv;
+    for (std::string& a : args) argv.push_back(a.data());
+    argv.push_back(nullptr);
+    const int out_fd = ::open(c.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    const int err_fd = ::open(c.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    if (out_fd < 0 || err_fd < 0) throw InputError(out + "/logs: cannot write: " + std::strerror(errno));
+    const pid_t parent = getpid();
+    const pid_t pid = fork();
+    if (pid < 0) throw InputError(std::string("cannot start a run: ") + std::strerror(errno));
+    if (pid == 0) {
+      // The child: its own process group (a Ctrl-C reaches the sweep, which stops the runs), ended if the sweep
+      // dies, the signal mask the sweep had.
+      setpgid(0, 0);
+      prctl(PR_SET_PDEATHSIG, SIGKILL);
+      if (getppid() != parent) _exit(127);
+      sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+      dup2(out_fd, STDOUT_FILENO);
+      dup2(err_fd, STDERR_FILENO);
+      const int null_fd = ::open("/dev/null", O_RDONLY);
+      if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+      execv(argv[0], argv.data());
+      std::fprintf(stderr, "cannot start %s: %s\n", argv[0], std::strerror(errno));
+      _exit(127);
+    }
+    setpgid(pid, pid);
+    ::close(out_fd);
+    ::close(err_fd);
+    c.pid = pid;
+    children[pid] = std::move(c);
+  };
+
+  auto finish = [&](Child& c, const std::string& status_in, std::string error) {
+    const double wall = std::chrono::duration<double>(Clock::now() - c.start).count();
+    std::string status = status_in;
+    json report;
+    if (status == "ok") {
+      try {
+        std::ifstream f(c.out_path);
+        report = json::parse(f);
+        fs::rename(c.out_path, report_path(out, c.key), ec);
+        if (ec) throw InputError(report_path(out, c.key) + ": cannot write: " + ec.message());
+      } catch (const json::exception&) {
+        status = "failed";
+        error = "the run printed no JSON report";
+      }
+    }
+    for (std::size_t i : c.runs) {
+      const PlannedRun& r = runs[i];
+      json row = make_row(spec, *r.point, *r.workload, status, error, wall);
+      if (status == "ok") fill_metrics(row, spec, *r.point, report);
+      append(row);
+      done.push_back(std::move(row));
+      ++completed;
+      failed += status != "ok";
+    }
+    if (status == "ok") {
+      fs::remove(c.err_path, ec);
+    } else {
+      fs::remove(c.out_path, ec);
+    }
+    const PlannedRun& r = runs[c.runs.front()];
+    std::ostringstream e;
+    e << "point " << r.point->index << " " << r.workload->name << " " << status;
+    char buf[32];
+    std::snprintf(buf, sizeof buf, " (%.2fs)", wall);
+    e << buf;
+    if (status != "ok") e << ": " << error.substr(error.rfind('\n') == std::string::npos ? 0 : error.rfind('\n') + 1);
+    progress(e.str());
+  };
+
+  progress("");
+  while (true) {
+    while (!interrupted && children.size() < opts.jobs && next < order.size()) spawn(order[next++]);
+    if (children.empty()) break;
+    // Sleep until a child ends, a signal arrives, the first run's --timeout expires, or a second passes (progress).
+    double wait_s = 1.0;
+    if (opts.timeout_s > 0 && !interrupted)
+      for (const auto& [cpid, c] : children)
+        wait_s = std::min(wait_s, opts.timeout_s - std::chrono::duration<double>(Clock::now() - c.start).count());
+    wait_s = std::max(wait_s, 0.001);
+    timespec tick{static_cast<time_t>(wait_s), static_cast<long>((wait_s - std::floor(wait_s)) * 1e9)};
+    siginfo_t info;
+    const int sig = sigtimedwait(&wait_set, &info, &tick);
+    if (sig == SIGINT || sig == SIGTERM) {
+      if (!interrupted) {
+        interrupted = true;
+        if (!opts.quiet) std::cerr << (tty ? "\r\033[K" : "") << "sweep: interrupted; stopping " << children.size() << " runs\n";
+        for (const auto& [pid, c] : children) kill(-pid, SIGTERM);
+      }
+    }
+    // Reap every child that ended.
+    int status = 0;
+    pid_t pid;
+    while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
+      auto it = children.find(pid);
+      if (it == children.end()) continue;
+      if (interrupted) {  // stopped by the sweep: not a result
+        fs::remove(it->second.out_path, ec);
+        fs::remove(it->second.err_path, ec);
+      } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
+        finish(it->second, "ok", "");
+      } else if (WIFEXITED(status)) {
+        std::string err = error_text(it->second.err_path);
+        if (err.empty()) err = "exit status " + std::to_string(WEXITSTATUS(status));
+        finish(it->second, "failed", err);
+      } else {
+        finish(it->second, "failed", "killed by " + signal_name(WTERMSIG(status)));
+      }
+      children.erase(it);
+    }
+    if (opts.timeout_s > 0 && !interrupted) {
+      for (auto& [cpid, c] : children) {
+        if (std::chrono::duration<double>(Clock::now() - c.start).count() <= opts.timeout_s) continue;
+        kill(-cpid, SIGKILL);
+        waitpid(cpid, &status, 0);
+        char buf[64];
+        std::snprintf(buf, sizeof buf, "no result within --timeout %gs", opts.timeout_s);
+        finish(c, "timeout", buf);
+        children.erase(cpid);
+        break;  // the map changed; the others are checked on the next tick
+      }
+    }
+    if (sig < 0 && tty) progress("");
+  }
+  ::close(fd);
+  sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+  if (tty && !opts.quiet) std::cerr << "\r\033[K";
+
+  if (!part) {
+    sort_rows(spec, done);
+    write_csv(out + "/results.csv", spec, done);
+  }
+  if (!opts.quiet) {
+    const double elapsed = std::chrono::duration<double>(Clock::now() - t0).count();
+    std::cerr << "sweep " << spec.name << ": " << completed << " runs in " << duration_text(elapsed);
+    if (failed) std::cerr << ", " << failed << " failed (their errors are in the results)";
+    if (interrupted) std::cerr << "; interrupted with " << (to_run - completed) << " not run: run the same command to resume";
+    std::cerr << "\n";
+    if (!part) std::cerr << "results: " << out << "/results.csv, " << out << "/results.jsonl\n";
+  }
+  return interrupted ? 130 : 0;
+}
+
+}  // namespace npusim::cli::sweep
