@@ -64,7 +64,9 @@ void reflect(Visitor& v, ChipConfig& c) {
   }
   {
     Group g(v, "vector", "Vector unit: cycles = latency + cycles_per_repeat x repeats - 1 (vendor cost model)");
-    v.integer("bytes_per_repeat", c.vector.bytes_per_repeat, U::kBytes, 256, "bytes processed per repeat");
+    v.integer("bytes_per_repeat", c.vector.bytes_per_repeat, U::kBytes, 256,
+              "datapath width: bytes processed every cycles_per_repeat cycles (an instruction's repeat is 256 B; a "
+              "narrower datapath takes proportionally longer per repeat)");
     v.integer("block_bytes", c.vector.block_bytes, U::kBytes, 32, "bytes per block (stride unit)");
     v.integer("max_repeat", c.vector.max_repeat, U::kCount, 255, "largest repeat count of one instruction");
     v.integer("cycles_per_repeat", c.vector.cycles_per_repeat, U::kCycles, 2, "issue interval between repeats");

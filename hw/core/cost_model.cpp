@@ -15,9 +15,13 @@ std::uint64_t mmad_cycles(const config::CubeParams& cube, const config::FractalP
   return ceil_div(m, f.m) * ceil_div(n, f.n) * ceil_div(k, f.k) * f.cycles + cube.latency;
 }
 
+std::uint64_t vector_datapath_cycles(const config::VectorParams& vec, std::uint64_t repeats) {
+  return ceil_div(vec.cycles_per_repeat * repeats * isa::kRepeatBytes, vec.bytes_per_repeat);
+}
+
 std::uint64_t vector_cycles(const config::VectorParams& vec, std::uint64_t op_latency, std::uint64_t repeats) {
   if (repeats == 0) return 0;
-  return op_latency + vec.cycles_per_repeat * repeats - 1;
+  return op_latency + vector_datapath_cycles(vec, repeats) - 1;
 }
 
 std::uint64_t copy_cycles(const config::PathParams& path, std::uint64_t bytes) {
@@ -63,9 +67,8 @@ std::uint64_t vector_op_latency(const config::VectorLatencies& l, isa::Op op) {
   }
 }
 
-std::uint64_t vector_cycles_per_repeat(const config::ChipConfig& cfg, const isa::Instr& in) {
-  const std::uint64_t base = cfg.vector.cycles_per_repeat;
-  if (!cfg.vector.bank_conflicts || cfg.buffers.ub.bank_groups == 0 || in.op == isa::Op::kTranspose) return base;
+std::uint64_t vector_bank_cycles_per_repeat(const config::ChipConfig& cfg, const isa::Instr& in) {
+  if (!cfg.vector.bank_conflicts || cfg.buffers.ub.bank_groups == 0 || in.op == isa::Op::kTranspose) return 0;
   const std::uint64_t groups = cfg.buffers.ub.bank_groups, block = cfg.vector.block_bytes;
   std::vector<std::uint64_t> reads(groups, 0), writes(groups, 0);
   const std::uint32_t lanes = isa::vector_lanes(in);
@@ -81,7 +84,7 @@ std::uint64_t vector_cycles_per_repeat(const config::ChipConfig& cfg, const isa:
   if (binary || in.op == isa::Op::kCompare || in.op == isa::Op::kSelect) touch(in.vec.src1, src_t, reads);
   const bool reduce = in.op >= isa::Op::kReduceSum && in.op <= isa::Op::kBlockReduceMin;
   if (!reduce && in.op != isa::Op::kCompare) touch(in.vec.dst, in.dtype, writes);
-  std::uint64_t worst = base;
+  std::uint64_t worst = 0;
   for (std::uint64_t g = 0; g < groups; ++g) worst = std::max({worst, reads[g], writes[g]});
   return worst;
 }
@@ -134,9 +137,10 @@ InstrCost instr_cost(const config::ChipConfig& cfg, const isa::Instr& in) {
   }
   if (isa::is_vector_op(in.op)) {
     if (in.vec.repeat == 0) return c;
-    const std::uint64_t cpr = vector_cycles_per_repeat(cfg, in);
-    // latency + cycles_per_repeat x repeats - 1 (vector_cycles), with the refined per-repeat cost.
-    c.cycles = vector_op_latency(cfg.vector.latency, in.op) + cpr * in.vec.repeat - 1;
+    // latency + the repeats' datapath time - 1 (vector_cycles), or the busiest bank group's when that is longer.
+    const std::uint64_t repeats = std::max(vector_datapath_cycles(cfg.vector, in.vec.repeat),
+                                           vector_bank_cycles_per_repeat(cfg, in) * in.vec.repeat);
+    c.cycles = vector_op_latency(cfg.vector.latency, in.op) + repeats - 1;
     return c;
   }
   return c;  // synchronisation: no occupancy

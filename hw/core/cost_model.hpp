@@ -14,10 +14,15 @@ namespace npusim::hw::core {
 std::uint64_t mmad_cycles(const config::CubeParams& cube, const config::FractalParams& fractal, std::uint64_t m,
                           std::uint64_t k, std::uint64_t n);
 
-// Vector: latency + cycles_per_repeat x repeats - 1 (the vendor cost model's `latency + 2*repeats - 1` with
-// vector.cycles_per_repeat = 2). Zero repeats issue nothing and cost nothing.
-// Keys: vector.latency.<op>, vector.cycles_per_repeat.
+// Vector: latency + ceil(cycles_per_repeat x repeats x 256 / bytes_per_repeat) - 1. An instruction's repeat covers
+// 256 B (isa::kRepeatBytes); the Vector unit's datapath takes vector.bytes_per_repeat bytes of it every
+// vector.cycles_per_repeat cycles, so at the 910B's 256 B this is the vendor cost model's `latency + 2*repeats - 1`
+// (vector.cycles_per_repeat = 2), and a datapath twice as wide halves the repeats' part. Zero repeats issue nothing
+// and cost nothing. Keys: vector.latency.<op>, vector.cycles_per_repeat, vector.bytes_per_repeat.
 std::uint64_t vector_cycles(const config::VectorParams& vec, std::uint64_t op_latency, std::uint64_t repeats);
+
+// The repeats' part of that formula: ceil(cycles_per_repeat x repeats x 256 / bytes_per_repeat).
+std::uint64_t vector_datapath_cycles(const config::VectorParams& vec, std::uint64_t repeats);
 
 // Copy path: setup_cycles + ceil(bytes / bytes_per_cycle). Keys: mte.<path>.{setup_cycles,bytes_per_cycle},
 // fixpipe.{setup_cycles,bytes_per_cycle}.
@@ -33,9 +38,10 @@ std::uint64_t vector_op_latency(const config::VectorLatencies& lat, isa::Op op);
 
 // UB bank-group refinement (vector.bank_conflicts): a bank group serves one 32 B block read and one block write
 // per cycle, and the block at UB address a sits in group (a / vector.block_bytes) % buffers.ub.bank_groups. A
-// repeat then costs max(vector.cycles_per_repeat, most reads in one group, most writes in one group) cycles,
-// evaluated on the instruction's first repeat (strides repeat the pattern). Returns cycles_per_repeat when off.
-std::uint64_t vector_cycles_per_repeat(const config::ChipConfig& cfg, const isa::Instr& in);
+// repeat then needs at least max(most reads in one group, most writes in one group) cycles, evaluated on the
+// instruction's first repeat (strides repeat the pattern); the repeats take the larger of that times the repeats
+// and vector_datapath_cycles. Returns 0 when the refinement is off.
+std::uint64_t vector_bank_cycles_per_repeat(const config::ChipConfig& cfg, const isa::Instr& in);
 
 // The copy path an instruction moves its data over (mte.<path> or fixpipe), or null for non-copies.
 const config::PathParams* copy_path(const config::ChipConfig& cfg, const isa::Instr& in);

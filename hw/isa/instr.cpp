@@ -111,7 +111,7 @@ std::string format_loc(const SourceLoc& loc) {
 std::uint32_t vector_lanes(const Instr& in) {
   std::uint32_t widest = dtype_bytes(in.dtype);
   if (in.op == Op::kCast) widest = std::max(widest, dtype_bytes(in.src_dtype));
-  return 256 / widest;
+  return kRepeatBytes / widest;
 }
 
 std::uint64_t payload_bytes(const Instr& in) {

@@ -163,7 +163,11 @@ struct Segment {
 std::uint32_t gm_segments(const Instr& in);
 Segment gm_segment(const Instr& in, std::uint32_t i);
 
-// Lanes per repeat for a vector instruction: 256 B over the widest element type it touches.
+// The bytes one repeat of a vector instruction covers, as Ascend C's vector API defines it (8 blocks of 32 B). How
+// many cycles the Vector unit takes for them is the config's (vector.bytes_per_repeat, vector.cycles_per_repeat).
+inline constexpr std::uint32_t kRepeatBytes = 256;
+
+// Lanes per repeat for a vector instruction: kRepeatBytes over the widest element type it touches.
 std::uint32_t vector_lanes(const Instr& in);
 // Bytes of payload the instruction moves or produces, for the copy-path cost formulas.
 std::uint64_t payload_bytes(const Instr& in);

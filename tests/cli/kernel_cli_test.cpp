@@ -94,6 +94,11 @@ TEST(KernelCli, RatesMoveBoundKernelsProportionally) {
   auto cycles = [](const std::string& args) { return run_json(args)["kernel"]["cycles"].get<double>(); };
   const double v1 = cycles("vector_peak"), v2 = cycles("vector_peak --set vector.cycles_per_repeat=4");
   EXPECT_NEAR(v2 / v1, 2.0, 2.0 * 0.075);
+  // The Vector datapath's width: half as wide, twice the time; twice as wide, half the time.
+  const double narrow = cycles("vector_peak --set vector.bytes_per_repeat=128");
+  const double wide = cycles("vector_peak --set vector.bytes_per_repeat=512");
+  EXPECT_NEAR(narrow / v1, 2.0, 2.0 * 0.075);
+  EXPECT_NEAR(wide / v1, 0.5, 0.5 * 0.075);
   const double c1 = cycles("cube_peak"), c2 = cycles("cube_peak --set cube.fp16.cycles=2");
   EXPECT_NEAR(c2 / c1, 2.0, 2.0 * 0.075);
   // A copy-bound stream limited by the core's read port into the interconnect.

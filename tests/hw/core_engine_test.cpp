@@ -189,7 +189,7 @@ TEST(CoreEngineTiming, BankConflictRefinementChargesTheBusiestGroup) {
   in.vec.src0.blk_stride = 512;  // all eight blocks in bank group 0 ...
   in.vec.src0.rep_stride = 4096;
   in.vec.dst.addr = 0x20000;
-  EXPECT_EQ(vector_cycles_per_repeat(cfg, in), 9u);  // ... plus src1's block in group 0
+  EXPECT_EQ(vector_bank_cycles_per_repeat(cfg, in), 9u);  // ... plus src1's block in group 0
   e.issue(in);
   e.issue(vadd(4));  // contiguous: no conflict beyond cycles_per_repeat
   e.finish();

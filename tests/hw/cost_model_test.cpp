@@ -37,6 +37,18 @@ TEST(CostModel, VectorIsVendorFormula) {
   EXPECT_EQ(vector_cycles(d.vector, d.vector.latency.add, 100), 6u + 100u - 1u);
 }
 
+TEST(CostModel, VectorDatapathWidthScalesTheRepeats) {
+  // A 256 B repeat through a datapath of W bytes per 2 cycles: ceil(2 x r x 256 / W) cycles for r repeats.
+  const config::ChipConfig wide = config::load_config("910b", {"vector.bytes_per_repeat=512"}).chip;
+  EXPECT_EQ(vector_cycles(wide.vector, 6, 255), 6u + 255u - 1u);
+  const config::ChipConfig narrow = config::load_config("910b", {"vector.bytes_per_repeat=128"}).chip;
+  EXPECT_EQ(vector_cycles(narrow.vector, 6, 255), 6u + 1020u - 1u);
+  const config::ChipConfig odd = config::load_config("910b", {"vector.bytes_per_repeat=96"}).chip;
+  EXPECT_EQ(vector_cycles(odd.vector, 6, 7), 6u + 38u - 1u);  // ceil(2 x 7 x 256 / 96) = ceil(37.33)
+  const config::ChipConfig fast = config::load_config("910b", {"vector.bytes_per_repeat=1024", "vector.cycles_per_repeat=1"}).chip;
+  EXPECT_EQ(vector_cycles(fast.vector, 6, 3), 6u + 1u - 1u);  // ceil(3 / 4): a quarter cycle per repeat
+}
+
 TEST(CostModel, CopyIsSetupPlusBytesOverRate) {
   const config::ChipConfig c = config::load_config("910b").chip;
   // GM -> UB: 30 setup + 32 KiB / 110 B per cycle = 30 + ceil(297.9) = 328.

@@ -16,7 +16,7 @@ Sample vector_peak_sample() {
         run.spec.name = "vector_peak";
         run.spec.type = KernelType::kVector;
         run.spec.block_dim = 1;
-        const std::uint64_t bytes = repeat * chip.config().vector.bytes_per_repeat;
+        const std::uint64_t bytes = repeat * hw::isa::kRepeatBytes;
         if (3 * bytes > chip.config().buffers.ub.size) throw InputError("parameter 'repeat': 3 operands of " + std::to_string(bytes) + " B do not fit in UB");
         run.spec.body = [=] {
           TPipe pipe;
@@ -27,8 +27,10 @@ Sample vector_peak_sample() {
           for (std::uint64_t i = 0; i < iters; ++i)
             Add(t, t[repeat * lanes], t[2 * repeat * lanes], lanes, static_cast<std::uint8_t>(repeat), BinaryRepeatParams{});
         };
-        // Peak: one repeat per vector.cycles_per_repeat cycles.
-        run.facts["ideal_cycles"] = static_cast<double>(iters * repeat * chip.config().vector.cycles_per_repeat);
+        // Peak: the datapath's vector.bytes_per_repeat bytes every vector.cycles_per_repeat cycles.
+        const auto& vec = chip.config().vector;
+        run.facts["ideal_cycles"] = static_cast<double>(iters * repeat * vec.cycles_per_repeat * hw::isa::kRepeatBytes) /
+                                    static_cast<double>(vec.bytes_per_repeat);
         return run;
       }};
 }
