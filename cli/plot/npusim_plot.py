@@ -124,9 +124,14 @@ def pipes_of(report):
     return {p: sum(t["pipes"].get(p, 0.0) * t.get("dur_us", 0.0) for t in tasks) / total for p in PIPES}
 
 
+def short(key):
+    """A key's last two parts (ub.size, not size): short and still unambiguous in a legend."""
+    return ".".join(key.split(".")[-2:])
+
+
 def point_label(row, keys):
     axes = row.get("axes", {})
-    parts = [f"{k.split('.')[-1]}={axes[k]}" for k in keys if k in axes]
+    parts = [f"{short(k)}={axes[k]}" for k in keys if k in axes]
     return " ".join(parts) if parts else f"point {row.get('point')}"
 
 
@@ -162,14 +167,18 @@ def plot_metric_vs_axis(rows, spec, out, figures, xs, metrics):
         if len(xvals) < 2:
             continue
         div, unit_name = axis_scale(axes_info.get(x, {}).get("unit", ""), xvals)
-        others = [k for k in axes_info if k != x]
+        # One line per workload and per value of the other axes (derived keys follow the axes, so they do not split
+        # lines; along a derived key, one line per workload).
+        axis_keys = [a["key"] for a in spec.get("axes", [])]
+        others = [k for k in axis_keys if k != x] if x in axis_keys else []
         for m in metrics:
             series = {}
             for r in ok:
                 xv, yv = r.get("values", {}).get(x), number(r.get("metrics", {}).get(m))
                 if xv is None or yv is None:
                     continue
-                label = r["workload"] + "".join(f", {k.split('.')[-1]}={r['axes'].get(k)}" for k in others if k in r.get("axes", {}))
+                label = r["workload"] + "".join(f", {short(k)}={r['axes'].get(k, r.get('derived', {}).get(k))}" for k in others
+                                                if k in r.get("axes", {}) or k in r.get("derived", {}))
                 series.setdefault(label, []).append((xv / div, yv))
             if not series:
                 continue
@@ -178,6 +187,10 @@ def plot_metric_vs_axis(rows, spec, out, figures, xs, metrics):
             for label in shown:
                 pts = sorted(series[label])
                 ax.plot([p[0] for p in pts], [p[1] for p in pts], marker="o", label=label)
+            if xvals[0] > 0 and xvals[-1] / xvals[0] >= 16:  # a doubling axis (sizes, bandwidths): log-scaled
+                ax.set_xscale("log", base=2)
+                ax.set_xticks([v / div for v in xvals])
+                ax.set_xticklabels([f"{v / div:g}" for v in xvals])
             ax.set_xlabel(axis_label(x, unit_name))
             ax.set_ylabel(m)
             ax.set_title(f"{m} against {x}")

@@ -37,7 +37,7 @@ json make_row(const Spec& spec, const Point& p, const Workload& w, const std::st
   for (const auto& kv : p.derived)
     if (const auto it = p.config.find(kv.first); it != p.config.end()) values[kv.first] = it->second;
   row["values"] = values;
-  row["chip"] = p.chip_json.empty() ? json(nullptr) : json::parse(p.chip_json);
+  row["chip"] = p.chip;
   row["error"] = error.empty() ? json(nullptr) : json(error);
   return row;
 }
@@ -76,7 +76,7 @@ std::optional<double> number_of(const json* v) {
 }  // namespace
 
 void fill_metrics(json& row, const Spec& spec, const Point& p, const json& report) {
-  const json chip = p.chip_json.empty() ? json::object() : json::parse(p.chip_json);
+  const json& chip = p.chip;
   json metrics = json::object();
   for (const Metric& m : spec.metrics) {
     // A bare path keeps the report's value as it is (a number, a string, a list).

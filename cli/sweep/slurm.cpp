@@ -115,13 +115,14 @@ int wait_for_job(const Spec& spec, const std::string& out, const json& state, bo
   const bool tty = isatty(STDERR_FILENO);
   const auto t0 = std::chrono::steady_clock::now();
   std::size_t seen = 0;
+  std::string last;
   for (;;) {
     const std::map<std::string, int> states = job_states(job_id);
     const bool over = states.empty();
     const std::size_t now = part_rows(dir);
     if (now != seen || over) {
       seen = now;
-      merge(spec, out, over);
+      merge(spec, out, over);  // the results grow as the tasks finish runs
     }
     if (!quiet) {
       std::ostringstream s;
@@ -129,8 +130,12 @@ int wait_for_job(const Spec& spec, const std::string& out, const json& state, bo
       s << "slurm job " << job_id << ": [" << now << "/" << runs << "] runs done";
       for (const auto& [st, n] : states) s << ", " << n << " " << st;
       if (now && now < runs) s << ", ETA " << static_cast<int>(elapsed / now * (runs - now)) << "s";
+      // On a terminal one line is redrawn; elsewhere a line is printed when the counts change.
+      std::string counts = s.str();
+      counts = counts.substr(0, counts.find(", ETA"));
       if (tty) std::cerr << "\r\033[K" << s.str() << std::flush;
-      else if (over || now != seen) std::cerr << s.str() << "\n";
+      else if (counts != last) std::cerr << s.str() << "\n";
+      last = counts;
     }
     if (over) break;
     std::this_thread::sleep_for(std::chrono::milliseconds(500));

@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <optional>
 #include <random>
+#include <memory>
 #include <set>
 
 #include "cli/info_command.hpp"
@@ -395,14 +396,13 @@ nlohmann::json read_plots(const Reader& r, const YAML::Node& plots, const Spec& 
 
 // Loads one point's config (the base with every override) and fills its hash, resolved values and device facts,
 // or its error.
-void resolve(Point& p, const std::string& base, bool consistency = true) {
+void resolve(Point& p, const config::ConfigBase& base, bool consistency = true) {
   try {
-    const config::LoadedConfig loaded =
-        consistency ? config::load_config(base, p.sets) : config::load_config_unchecked(base, p.sets);
+    const config::LoadedConfig loaded = base.load(p.sets, consistency);
     p.config_hash = config::config_hash(loaded.chip);
     for (const config::ResolvedValue& v : config::resolved_values(loaded.chip))
       if (v.type != "text") p.config[v.key] = v.number;
-    p.chip_json = device_facts(loaded).dump();
+    p.chip = device_facts(loaded);
   } catch (const InputError& e) {
     p.error = e.what();
   }
@@ -508,6 +508,13 @@ Spec load_spec(const std::string& path) {
     if (rows.size() > 1000000) r.fail(root["axes"], "the axes give more than 1,000,000 points");
   }
 
+  // The base is parsed once; a base that does not load makes every point invalid with its message.
+  std::unique_ptr<config::ConfigBase> base;
+  try {
+    base = std::make_unique<config::ConfigBase>(spec.base);
+  } catch (const InputError& e) {
+    r.fail(root["base"] ? root["base"] : root, std::string("base: ") + e.what());
+  }
   for (std::size_t i = 0; i < rows.size(); ++i) {
     Point p;
     p.index = i;
@@ -516,7 +523,7 @@ Spec load_spec(const std::string& path) {
     for (const auto& [k, v] : p.axes) p.sets.push_back(k + "=" + v);
     if (!derived.empty()) {
       // Derived values read the config with the axes applied; an invalid one is recorded like an invalid config.
-      resolve(p, spec.base, false);
+      resolve(p, *base, false);
       for (std::size_t d = 0; d < derived.size() && p.error.empty(); ++d) {
         try {
           const double v = eval_expr(derived[d].second, [&](std::string_view name) -> std::optional<double> {
@@ -537,14 +544,14 @@ Spec load_spec(const std::string& path) {
       if (!p.error.empty()) {
         p.config_hash.clear();
         p.config.clear();
-        p.chip_json.clear();
+        p.chip = nullptr;
         spec.points.push_back(std::move(p));
         continue;
       }
       p.config_hash.clear();
       p.config.clear();
     }
-    resolve(p, spec.base);
+    resolve(p, *base);
     spec.points.push_back(std::move(p));
   }
 

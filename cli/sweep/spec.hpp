@@ -35,7 +35,7 @@ struct Point {
   std::string config_hash;                                   // of the resolved config (empty when invalid)
   std::string error;                                         // why the config is invalid (empty when valid)
   std::map<std::string, double> config;                      // every numeric key's resolved value (valid points)
-  std::string chip_json;                                     // the point's device facts (npusim info --json)
+  nlohmann::json chip;                                       // the point's device facts (npusim info --json)
 
   // What identifies the point's design across runs: its config hash, or for an invalid config its overrides.
   std::string key() const;

@@ -324,6 +324,30 @@ LoadedConfig load_config_unchecked(std::string_view spec, const std::vector<std:
   return c;
 }
 
+struct ConfigBase::Parsed {
+  Flat flat;
+  Errors errors;
+  std::string name;
+};
+
+ConfigBase::ConfigBase(std::string_view spec) : parsed_(std::make_unique<Parsed>()), spec_(spec) {
+  const Source src = resolve(spec, {}, Origin{});
+  std::set<std::string> chain;
+  load_flat(src, parsed_->flat, chain, parsed_->errors);
+  parsed_->name = src.name;
+}
+
+ConfigBase::~ConfigBase() = default;
+
+LoadedConfig ConfigBase::load(const std::vector<std::string>& overrides, bool consistency) const {
+  Flat flat = parsed_->flat;
+  Errors errors = parsed_->errors;
+  apply_overrides(overrides, flat);
+  LoadedConfig c = finish(flat, parsed_->name, errors, consistency);
+  c.source = spec_;
+  return c;
+}
+
 LoadedConfig load_config_text(std::string_view yaml, std::string_view source_name,
                               const std::vector<std::string>& overrides) {
   fs::path dir = fs::path(source_name).parent_path();

@@ -3,6 +3,7 @@
 #pragma once
 
 #include <map>
+#include <memory>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -39,6 +40,23 @@ LoadedConfig load_config(std::string_view spec, const std::vector<std::string>& 
 // The same without the checks between keys (every value is still parsed and range-checked): a sweep reads the
 // values of a point's config before its derived keys make it consistent (cores.aiv from cores.aic, say).
 LoadedConfig load_config_unchecked(std::string_view spec, const std::vector<std::string>& overrides = {});
+
+// A base config (a built-in name or a file, with its `extends:` chain) read and parsed once, then loaded with many
+// sets of overrides, as load_config(spec, overrides) would load each: a sweep's points share their base.
+class ConfigBase {
+ public:
+  explicit ConfigBase(std::string_view spec);
+  ~ConfigBase();
+  ConfigBase(const ConfigBase&) = delete;
+  ConfigBase& operator=(const ConfigBase&) = delete;
+  // `consistency` false skips the checks between keys, as load_config_unchecked.
+  LoadedConfig load(const std::vector<std::string>& overrides, bool consistency = true) const;
+
+ private:
+  struct Parsed;
+  std::unique_ptr<Parsed> parsed_;
+  std::string spec_;
+};
 
 // The same from YAML text; `source_name` is used in messages and to resolve a relative `extends:` path.
 LoadedConfig load_config_text(std::string_view yaml, std::string_view source_name,

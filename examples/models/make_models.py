@@ -6,7 +6,7 @@ exported graph has the shapes real exports have (hand-written norms, split QKV, 
 and exported as a PyTorch 2.x user exports: torch.onnx.export with its defaults (the torch.export-based exporter,
 opset 20 in PyTorch 2.13, the weights in NAME.onnx.data beside NAME.onnx).
 
-  make_models.py [--size small|realistic] [--dtype float32|float16] [--models gpt2,llama,bert] [--out DIR]
+  make_models.py [--size small|medium|realistic] [--dtype float32|float16] [--models gpt2,llama,bert] [--out DIR]
                  [--reference] [--opset N] [--torchscript]
 
 --opset N passes opset_version=N to the exporter (its default: 20 in PyTorch 2.13); --torchscript exports with
@@ -20,6 +20,8 @@ constants, casts) to float16, as deployment tools do.
 Sizes (batch, sequence, hidden, heads, KV heads, MLP width):
   small:     gpt2 2x64, 256, 4 heads, MLP 1024;  llama 2x64, 256, 4 heads, 2 KV heads, MLP 688;
              bert 2x64, 256, 4 heads, MLP 1024
+  medium:    gpt2 1x512, 768, 12 heads, MLP 3072 (GPT-2 small); llama 1x512, 1024, 16 heads, 4 KV heads, MLP 2816;
+             bert 2x256, 768, 12 heads, MLP 3072 (BERT-base)
   realistic: gpt2 1x1024, 1024, 16 heads, MLP 4096 (GPT-2 medium); llama 1x2048, 4096, 32 heads, 8 KV heads,
              MLP 11008 (LLaMA-2-7B-like with GQA); bert 4x512, 1024, 16 heads, MLP 4096 (BERT-large)
 """
@@ -40,6 +42,11 @@ SIZES = {
         "gpt2": dict(batch=2, seq=64, hidden=256, heads=4, mlp=1024),
         "llama": dict(batch=2, seq=64, hidden=256, heads=4, kv_heads=2, mlp=688),
         "bert": dict(batch=2, seq=64, hidden=256, heads=4, mlp=1024),
+    },
+    "medium": {
+        "gpt2": dict(batch=1, seq=512, hidden=768, heads=12, mlp=3072),
+        "llama": dict(batch=1, seq=512, hidden=1024, heads=16, kv_heads=4, mlp=2816),
+        "bert": dict(batch=2, seq=256, hidden=768, heads=12, mlp=3072),
     },
     "realistic": {
         "gpt2": dict(batch=1, seq=1024, hidden=1024, heads=16, mlp=4096),

@@ -222,5 +222,28 @@ TEST_F(ConfigFiles, UnknownExtendsNamesTheLine) {
   EXPECT_CONTAINS(e, "ext_missing.yaml:2: key 'extends'");
 }
 
+TEST_F(ConfigFiles, ABaseLoadsEachOverrideSetAsLoadConfigDoes) {
+  // A sweep's points share one parsed base; each load must equal a fresh load_config with the same overrides.
+  std::string path = write("sweep_base.yaml", "extends: 910b\nl2:\n  capacity: 96MiB\n");
+  const ConfigBase base(path);
+  for (const std::vector<std::string>& sets :
+       {std::vector<std::string>{}, {"cores.aic=12", "cores.aiv=24"}, {"hbm.pin_rate=1.6Gbps"}}) {
+    EXPECT_EQ(config_hash(base.load(sets).chip), config_hash(load_config(path, sets).chip));
+    EXPECT_EQ(base.load(sets).source, path);
+  }
+  // Earlier overrides do not leak into later loads.
+  EXPECT_EQ(base.load({}).chip.cores.aic, 24u);
+  // The same errors, and the checks between keys can be left out.
+  std::string e = error_of([&] { base.load({"cores.aic=12"}); });
+  EXPECT_EQ(e, error_of([&] { load_config(path, {"cores.aic=12"}); }));
+  EXPECT_CONTAINS(e, "key 'cores.aiv'");
+  EXPECT_EQ(base.load({"cores.aic=12"}, false).chip.cores.aic, 12u);
+  EXPECT_CONTAINS(error_of([&] { base.load({"cores.aic=x"}, false); }), "cores.aic");
+  // The hash follows every value, not how it was written.
+  EXPECT_EQ(config_hash(base.load({"l2.capacity=100663296"}).chip), config_hash(base.load({}).chip));
+  EXPECT_NE(config_hash(base.load({"l2.capacity=48MiB"}).chip), config_hash(base.load({}).chip));
+  EXPECT_EQ(config_hash(load_config("910b", {"name=other"}).chip), config_hash(load_config("910b").chip));
+}
+
 }  // namespace
 }  // namespace npusim::config
