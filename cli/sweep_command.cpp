@@ -77,6 +77,7 @@ int run_sweep_command(const SweepOptions& opts) {
   run.timeout_s = opts.timeout_s;
   run.quiet = opts.quiet;
   run.self_exe = self_exe();
+  run.run_dir = fs::absolute(opts.spec).parent_path().string();
   if (!opts.slurm_task_dir.empty()) return sweep::run_slurm_task(spec, run, opts.slurm_task_dir);
   if (opts.slurm) {
     sweep::SlurmOptions s;

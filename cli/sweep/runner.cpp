@@ -285,6 +285,7 @@ int run_local(const Spec& spec, const RunOptions& opts) {
     if (out_fd < 0 || err_fd < 0) throw InputError(out + "/logs: cannot write: " + std::strerror(errno));
     const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     const std::string exec_error = "cannot start " + args[0] + "\n";
+    const std::string chdir_error = "cannot enter " + opts.run_dir + " (the spec's folder)\n";
     const pid_t parent = getpid();
     // vfork: the child borrows the sweep's memory until it execs, so starting a run copies no page tables (fork's
     // copy-on-write made the sweep's own time per run several times longer). Until execv the child makes system
@@ -300,6 +301,10 @@ int run_local(const Spec& spec, const RunOptions& opts) {
       dup2(out_fd, STDOUT_FILENO);
       dup2(err_fd, STDERR_FILENO);
       if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
+      if (!opts.run_dir.empty() && chdir(opts.run_dir.c_str()) != 0) {
+        if (::write(STDERR_FILENO, chdir_error.data(), chdir_error.size()) < 0) _exit(126);
+        _exit(125);
+      }
       execv(argv[0], argv.data());
       if (::write(STDERR_FILENO, exec_error.data(), exec_error.size()) < 0) _exit(126);
       _exit(127);

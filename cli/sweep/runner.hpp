@@ -20,6 +20,7 @@ struct RunOptions {
   double timeout_s = 0;           // per run; 0: none
   bool quiet = false;             // no progress lines
   std::string self_exe;           // the npusim binary each run starts
+  std::string run_dir;            // each run's working directory: the spec's (relative paths in args are the spec's)
   // A Slurm array task runs only these runs (run keys) and writes its rows to `results_file` only; empty: all.
   std::set<std::string> only_keys;
   std::string results_file;       // default: OUT/results.jsonl

@@ -395,3 +395,55 @@ def test_html_report_renders_in_a_real_browser_with_its_plots_and_axis_labels(tm
         assert len(browser.find_elements(By.CSS_SELECTOR, "table tr")) == 1 + 8
     finally:
         browser.quit()
+
+
+def test_users_own_kernel_and_model_with_dims_run_from_another_folder(tmp_path):
+    # The user's Ascend C kernel (the SDK's add example, copied out of the repository) and an ONNX model with a
+    # symbolic batch dim, in the user's folder; the sweep is started from elsewhere: relative paths in a workload
+    # (its file, its args) are the spec's.
+    import numpy as np
+    import onnx
+    from onnx import TensorProto, helper, numpy_helper
+
+    src = SOURCE_DIR / "examples" / "kernels" / "add_double_buffer"
+    user = tmp_path / "my_work"
+    user.mkdir()
+    for f in ("add_custom.cpp", "tiling.json"):
+        (user / f).write_text((src / f).read_text())
+    w = numpy_helper.from_array(np.random.default_rng(0).standard_normal((64, 32)).astype(np.float32), "w")
+    graph = helper.make_graph(
+        [helper.make_node("MatMul", ["x", "w"], ["h"]), helper.make_node("Relu", ["h"], ["y"])], "tiny",
+        [helper.make_tensor_value_info("x", TensorProto.FLOAT, ["batch", 64])],
+        [helper.make_tensor_value_info("y", TensorProto.FLOAT, ["batch", 32])], [w])
+    onnx.save(helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)]), user / "tiny.onnx")
+    write(user / "spec.yaml", """\
+        name: mine
+        axes:
+          grid:
+            hbm.pin_rate: [1.6Gbps, 3.2Gbps]
+        workloads:
+          - name: add
+            kernel: add_custom.cpp
+            args: [--block-dim, "8", --arg, "x=random:fp16:8x16384", --arg, "y=random:fp16:8x16384",
+                   --arg, "z=out:fp16:8x16384", --tiling, "totalLength=131072,tileNum=8", --tiling-schema, tiling.json]
+          - name: tiny_b8
+            model: tiny.onnx
+            dims: {batch: 8}
+          - name: tiny_b256
+            model: tiny.onnx
+            dims: {batch: 256}
+        metrics: [cycles, kernel.cycles]
+    """)
+    elsewhere = tmp_path / "elsewhere"
+    elsewhere.mkdir()
+    p = npusim("sweep", user / "spec.yaml", "-j", "1", cwd=elsewhere)
+    assert p.returncode == 0, p.stderr
+    r = {(x["point"], x["workload"]): x for x in rows(elsewhere / "sweep-mine")}
+    assert len(r) == 6 and all(x["status"] == "ok" for x in r.values()), [x["error"] for x in r.values()]
+    d = npusim("kernel", "add_custom.cpp", "--block-dim", "8", "--arg", "x=random:fp16:8x16384", "--arg",
+               "y=random:fp16:8x16384", "--arg", "z=out:fp16:8x16384", "--tiling", "totalLength=131072,tileNum=8",
+               "--tiling-schema", "tiling.json", "--set", "hbm.pin_rate=1.6Gbps", "--json", cwd=user)
+    assert r[(0, "add")]["metrics"]["kernel.cycles"] == json.loads(d.stdout)["kernel"]["cycles"]
+    d = npusim("run", "tiny.onnx", "--dim", "batch=256", "--set", "hbm.pin_rate=3.2Gbps", "--json", cwd=user)
+    assert r[(1, "tiny_b256")]["metrics"]["cycles"] == json.loads(d.stdout)["cycles"]
+    assert r[(1, "tiny_b256")]["metrics"]["cycles"] > r[(1, "tiny_b8")]["metrics"]["cycles"]
