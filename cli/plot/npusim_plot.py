@@ -3,7 +3,7 @@
 
   npusim plot RESULTS [--out DIR] [--x AXIS ...] [--metric NAME ...] [--pareto X,Y ...] [--no-html]
 
-RESULTS is the folder `npusim sweep` wrote (its results.jsonl, sweep.json and reports/), or its results.jsonl.
+RESULTS is the folder `npusim sweep` wrote (its results.jsonl, sweep.json and reports.jsonl), or its results.jsonl.
 Views, each written as PNG and SVG into DIR (default RESULTS/plots) and gathered in DIR/report.html:
   - each metric against each axis, one line per workload (and per value of the other axes);
   - a roofline per chip: operational intensity (FLOP per HBM byte) against achieved TFLOPS, with the chip's
@@ -70,17 +70,51 @@ def load(results):
     return folder, spec, rows
 
 
-def report_of(folder, row, cache={}):
-    """The run's whole --json report, kept by the sweep under reports/."""
-    key = row.get("key")
-    if key not in cache:
-        path = os.path.join(folder, "reports", f"{key}.json")
-        try:
-            with open(path) as f:
-                cache[key] = json.load(f)
-        except (OSError, json.JSONDecodeError):
-            cache[key] = None
-    return cache[key]
+class Reports:
+    """The runs' whole --json reports, kept by the sweep as lines {"key": K, "report": {...}} in reports.jsonl (and
+    a Slurm job's slurm/job-N/reports-ID.jsonl): indexed by key in one pass, each parsed when asked for."""
+
+    PREFIX = b'{"key":"'
+
+    def __init__(self, folder):
+        self.index = {}
+        files = [os.path.join(folder, "reports.jsonl")]
+        slurm = os.path.join(folder, "slurm")
+        if os.path.isdir(slurm):
+            for job in sorted(os.listdir(slurm)):
+                d = os.path.join(slurm, job)
+                if os.path.isdir(d):
+                    files += [os.path.join(d, f) for f in sorted(os.listdir(d))
+                              if f.startswith("reports-") and f.endswith(".jsonl")]
+        for path in files:
+            if not os.path.exists(path):
+                continue
+            with open(path, "rb") as f:
+                offset = 0
+                for line in f:
+                    if line.startswith(self.PREFIX) and line.endswith(b"}\n"):
+                        end = line.index(b'"', len(self.PREFIX))
+                        self.index[line[len(self.PREFIX):end].decode()] = (path, offset, len(line))
+                    offset += len(line)
+        self.cache = {}
+
+    def get(self, key):
+        if key not in self.cache:
+            where = self.index.get(key)
+            report = None
+            if where:
+                with open(where[0], "rb") as f:
+                    f.seek(where[1])
+                    try:
+                        report = json.loads(f.read(where[2]))["report"]
+                    except (ValueError, KeyError):
+                        report = None
+            self.cache[key] = report
+        return self.cache[key]
+
+
+def report_of(reports, row):
+    return reports.get(row.get("key"))
 
 
 def number(v):
@@ -206,7 +240,7 @@ def safe(name):
     return "".join(c if c.isalnum() else "_" for c in name)
 
 
-def plot_roofline(folder, rows, spec, out, figures):
+def plot_roofline(reports, rows, spec, out, figures):
     """Operational intensity (FLOP per HBM byte) against achieved TFLOPS, with each chip's roofs."""
     axis_keys = [a["key"] for a in spec.get("axes", []) + spec.get("derived", [])]
     chips = {}
@@ -214,7 +248,7 @@ def plot_roofline(folder, rows, spec, out, figures):
     for r in rows:
         if r.get("status") != "ok":
             continue
-        rep = report_of(folder, r)
+        rep = report_of(reports, r)
         op = (rep or {}).get("op") or {}
         flops = number(op.get("flops"))
         mem = (rep or {}).get("memory") or {}
@@ -268,13 +302,13 @@ def plot_roofline(folder, rows, spec, out, figures):
     save(fig, out, "roofline", figures, "roofline per chip", caption)
 
 
-def plot_pipes(folder, rows, spec, out, figures):
+def plot_pipes(reports, rows, spec, out, figures):
     axis_keys = [a["key"] for a in spec.get("axes", []) + spec.get("derived", [])]
     bars = []
     for r in rows:
         if r.get("status") != "ok":
             continue
-        p = pipes_of(report_of(folder, r))
+        p = pipes_of(report_of(reports, r))
         if p:
             bars.append((f"{point_label(r, axis_keys)}\n{r['workload']}", p))
     if not bars:
@@ -431,8 +465,9 @@ def main(argv=None):
         pairs = pairs or plots.get("pareto", [])
         figures = []
         plot_metric_vs_axis(rows, spec, out, figures, xs, metrics)
-        plot_roofline(folder, rows, spec, out, figures)
-        plot_pipes(folder, rows, spec, out, figures)
+        reports = Reports(folder)
+        plot_roofline(reports, rows, spec, out, figures)
+        plot_pipes(reports, rows, spec, out, figures)
         plot_pareto(rows, spec, out, figures, pairs)
         if not args.no_html:
             write_html(os.path.join(out, "report.html"), spec, rows, figures)

@@ -1,6 +1,8 @@
 #include "cli/sweep/results.hpp"
 
+#include <algorithm>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <optional>
 #include <sstream>
@@ -10,6 +12,7 @@
 
 namespace npusim::cli::sweep {
 
+namespace fs = std::filesystem;
 using nlohmann::json;
 
 std::string run_key(const Point& p, const Workload& w) { return p.key() + "-" + w.hash; }
@@ -112,6 +115,57 @@ void fill_metrics(json& row, const Spec& spec, const Point& p, const json& repor
     }
   }
   row["metrics"] = std::move(metrics);
+}
+
+std::string report_line(const std::string& key, const json& report) {
+  return "{\"key\":" + json(key).dump() + ",\"report\":" + report.dump() + "}";
+}
+
+ReportStore::ReportStore(const std::string& out_dir) {
+  std::vector<std::string> files = {out_dir + "/reports.jsonl"};
+  std::error_code ec;
+  const fs::path slurm = fs::path(out_dir) / "slurm";
+  if (fs::is_directory(slurm, ec)) {
+    std::vector<std::string> parts;
+    for (const auto& job : fs::directory_iterator(slurm, ec)) {
+      if (!job.is_directory()) continue;
+      for (const auto& f : fs::directory_iterator(job.path(), ec))
+        if (f.path().filename().string().rfind("reports-", 0) == 0 && f.path().extension() == ".jsonl")
+          parts.push_back(f.path().string());
+    }
+    std::sort(parts.begin(), parts.end());
+    files.insert(files.end(), parts.begin(), parts.end());
+  }
+  const std::string prefix = "{\"key\":\"";
+  for (const std::string& file : files) {
+    std::ifstream f(file, std::ios::binary);
+    std::string line;
+    std::uint64_t offset = 0;
+    while (std::getline(f, line)) {
+      const std::uint64_t here = offset;
+      offset += line.size() + 1;
+      if (f.eof() || line.rfind(prefix, 0) != 0 || line.back() != '}') continue;  // torn or foreign
+      const std::size_t end = line.find('"', prefix.size());
+      if (end == std::string::npos) continue;
+      index_[line.substr(prefix.size(), end - prefix.size())] = Where{file, here, line.size()};
+    }
+  }
+}
+
+std::optional<json> ReportStore::get(const std::string& key) const {
+  const auto it = index_.find(key);
+  if (it == index_.end()) return std::nullopt;
+  std::ifstream f(it->second.file, std::ios::binary);
+  std::string line(it->second.length, '\0');
+  f.seekg(static_cast<std::streamoff>(it->second.offset));
+  if (!f.read(line.data(), static_cast<std::streamsize>(line.size()))) return std::nullopt;
+  try {
+    json j = json::parse(line);
+    if (!j.contains("report")) return std::nullopt;
+    return std::move(j["report"]);
+  } catch (const json::exception&) {
+    return std::nullopt;
+  }
 }
 
 std::vector<json> read_rows(const std::string& path) {

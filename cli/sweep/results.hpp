@@ -1,10 +1,13 @@
 // A sweep's results (docs/exploration.md): one row per point x workload, kept as JSON Lines (the record, appended
-// as runs finish) and written again as CSV. Each finished run's whole --json report is kept under reports/, so a
+// as runs finish) and written again as CSV. Each finished run's whole --json report is kept in reports.jsonl, so a
 // metric added to the spec later is read from it without running again.
 #pragma once
 
 #include <nlohmann/json.hpp>
 
+#include <cstdint>
+#include <map>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -31,6 +34,27 @@ std::vector<nlohmann::json> read_rows(const std::string& path);
 // Writes the rows as CSV (point, workload, status, config_hash, the axes, the derived keys, the metrics, wall_s,
 // error), through a temporary file renamed into place.
 void write_csv(const std::string& path, const Spec& spec, const std::vector<nlohmann::json>& rows);
+
+// A finished run's report as a line of a reports file: {"key":"KEY","report":{...}} (the key first, so an index
+// finds it without parsing the report).
+std::string report_line(const std::string& key, const nlohmann::json& report);
+
+// The reports of a results folder: OUT/reports.jsonl and the Slurm tasks' OUT/slurm/*/reports-*.jsonl. Indexed by
+// key when made (one pass, no report parsed); a report is read and parsed when asked for. A torn last line is
+// skipped; of two lines of one key the later counts.
+class ReportStore {
+ public:
+  explicit ReportStore(const std::string& out_dir);
+  bool has(const std::string& key) const { return index_.count(key) > 0; }
+  std::optional<nlohmann::json> get(const std::string& key) const;
+
+ private:
+  struct Where {
+    std::string file;
+    std::uint64_t offset = 0, length = 0;
+  };
+  std::map<std::string, Where> index_;
+};
 
 // Writes text to path through a temporary file in the same folder renamed into place: a reader never sees half.
 void write_atomically(const std::string& path, const std::string& text);

@@ -3,7 +3,9 @@
 #include <fcntl.h>
 #include <signal.h>
 #include <sys/prctl.h>
+#include <poll.h>
 #include <sys/resource.h>
+#include <sys/signalfd.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -66,8 +68,6 @@ void sort_rows(const Spec& spec, std::vector<json>& rows) {
 
 namespace {
 
-std::string report_path(const std::string& out_dir, const std::string& key) { return out_dir + "/reports/" + key + ".json"; }
-
 bool retried(const std::string& status, bool retry_failed) {
   return retry_failed && (status == "failed" || status == "timeout");
 }
@@ -79,6 +79,7 @@ std::vector<json> finished_rows(const Spec& spec, const std::string& out_dir, co
   // The newest row of each run key wins (a failed run that was retried and succeeded, a merged Slurm part).
   std::map<std::string, const json*> by_key;
   for (const json& r : rows) by_key[r["key"].get<std::string>()] = &r;
+  const ReportStore reports(out_dir);
   std::vector<json> out;
   for (const PlannedRun& run : plan_runs(spec)) {
     const Point& p = *run.point;
@@ -95,13 +96,9 @@ std::vector<json> finished_rows(const Spec& spec, const std::string& out_dir, co
                         old.value("wall_s", 0.0));
     if (status == "ok") {
       // The metrics come from the saved report; without it the run is not finished.
-      std::ifstream f(report_path(out_dir, run.key));
-      if (!f) continue;
-      try {
-        fill_metrics(row, spec, p, json::parse(f));
-      } catch (const json::exception&) {
-        continue;
-      }
+      const std::optional<json> report = reports.get(run.key);
+      if (!report) continue;
+      fill_metrics(row, spec, p, *report);
     }
     out.push_back(std::move(row));
   }
@@ -110,14 +107,17 @@ std::vector<json> finished_rows(const Spec& spec, const std::string& out_dir, co
 
 namespace {
 
-// One npusim process running one run.
+// One npusim process running one run; its stdout (the --json report) and stderr come through pipes.
 struct Child {
   pid_t pid = -1;
   std::string key;
   std::vector<std::size_t> runs;  // indices into the planned runs sharing this key
-  unsigned slot = 0;              // which of the -j log file pairs it writes
   Clock::time_point start;
-  std::string out_path, err_path;
+  int out_fd = -1, err_fd = -1;   // the pipes' read ends, -1 once at end of file
+  std::string out, err;
+  bool reaped = false;
+  Clock::time_point reaped_at;
+  int status = 0;
 };
 
 std::string signal_name(int sig) {
@@ -126,11 +126,11 @@ std::string signal_name(int sig) {
 }
 
 // The last lines of a run's stderr: its error message.
-std::string error_text(const std::string& err_path) {
-  std::ifstream f(err_path);
+std::string error_text(const std::string& err) {
   std::vector<std::string> lines;
+  std::istringstream in(err);
   std::string line;
-  while (std::getline(f, line))
+  while (std::getline(in, line))
     if (!line.empty()) lines.push_back(line);
   std::string out;
   const std::size_t from = lines.size() > 12 ? lines.size() - 12 : 0;
@@ -147,17 +147,61 @@ std::string duration_text(double s) {
   return buf;
 }
 
+// Reads what a pipe holds now; closes it at end of file. Keeps at most `cap` bytes (the tail).
+void drain(int& fd, std::string& into, std::size_t cap) {
+  char buf[65536];
+  for (;;) {
+    const ssize_t n = ::read(fd, buf, sizeof buf);
+    if (n > 0) {
+      into.append(buf, static_cast<std::size_t>(n));
+      if (into.size() > cap) into.erase(0, into.size() - cap);
+      continue;
+    }
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && errno == EAGAIN) return;
+    ::close(fd);  // end of file (or an error: nothing more will come)
+    fd = -1;
+    return;
+  }
+}
+
+// Appends whole lines with one write each to a file opened for appending: a kill leaves at most a torn last line,
+// which the readers skip.
+class Appender {
+ public:
+  explicit Appender(std::string path) : path_(std::move(path)) {
+    fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    if (fd_ < 0) throw InputError(path_ + ": cannot write: " + std::strerror(errno));
+  }
+  ~Appender() { ::close(fd_); }
+  Appender(const Appender&) = delete;
+  Appender& operator=(const Appender&) = delete;
+  void line(const std::string& text) {
+    const std::string l = text + "\n";
+    if (::write(fd_, l.data(), l.size()) != static_cast<ssize_t>(l.size()))
+      throw InputError(path_ + ": cannot write: " + std::strerror(errno));
+  }
+
+ private:
+  std::string path_;
+  int fd_ = -1;
+};
+
 }  // namespace
 
 int run_local(const Spec& spec, const RunOptions& opts) {
   const std::string& out = opts.out_dir;
   std::error_code ec;
-  for (const char* sub : {"", "/reports", "/logs"}) {
+  for (const char* sub : {"", "/logs"}) {
     fs::create_directories(out + sub, ec);
     if (ec) throw InputError(out + sub + ": cannot make the folder: " + ec.message());
   }
   const bool part = !opts.results_file.empty();
   const std::string results = part ? opts.results_file : out + "/results.jsonl";
+  // A Slurm task keeps its reports beside its rows (part-ID.jsonl -> reports-ID.jsonl).
+  const std::string reports_file =
+      part ? (fs::path(results).parent_path() / ("reports-" + fs::path(results).stem().string().substr(5) + ".jsonl")).string()
+           : out + "/reports.jsonl";
   if (!part) write_atomically(out + "/sweep.json", spec.describe().dump(2) + "\n");
 
   // What is finished: the rows of every results file; the record is rewritten with this spec's rows (rows of runs
@@ -176,12 +220,13 @@ int run_local(const Spec& spec, const RunOptions& opts) {
     std::string text;
     for (const json& r : done) text += r.dump() + "\n";
     write_atomically(results, text);
-    // The Slurm parts are merged into the record now.
+    // The Slurm parts are merged into the record now (their reports stay where they are and are read from there).
     fs::path slurm = fs::path(out) / "slurm";
     if (fs::is_directory(slurm, ec))
       for (const auto& job : fs::directory_iterator(slurm, ec))
         for (const auto& f : fs::directory_iterator(job.path(), ec))
-          if (f.path().filename().string().rfind("part-", 0) == 0) fs::rename(f.path(), f.path().string() + ".merged", ec);
+          if (f.path().filename().string().rfind("part-", 0) == 0 && f.path().extension() == ".jsonl")
+            fs::rename(f.path(), f.path().string() + ".merged", ec);
   }
 
   // The runs left, grouped by key (points with the same config share a run).
@@ -211,29 +256,27 @@ int run_local(const Spec& spec, const RunOptions& opts) {
     std::cerr << "; " << to_run << " to run, " << opts.jobs << " at a time -> " << out << "\n";
   }
 
-  const int fd = ::open(results.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
-  if (fd < 0) throw InputError(results + ": cannot write: " + std::strerror(errno));
-  auto append = [&](const json& row) {
-    const std::string line = row.dump() + "\n";
-    // One write of the whole line: a kill leaves at most a torn last line, which the reader skips.
-    if (::write(fd, line.data(), line.size()) != static_cast<ssize_t>(line.size()))
-      throw InputError(results + ": cannot write: " + std::strerror(errno));
-  };
+  Appender rows_out(results), reports_out(reports_file);
 
-  // SIGCHLD, SIGINT and SIGTERM are taken with sigtimedwait: no handler, no race with a child's end.
+  // SIGCHLD, SIGINT and SIGTERM arrive through a signalfd polled with the runs' pipes: no handler, no race with a
+  // child's end.
   sigset_t wait_set, old_mask;
   sigemptyset(&wait_set);
   sigaddset(&wait_set, SIGCHLD);
   sigaddset(&wait_set, SIGINT);
   sigaddset(&wait_set, SIGTERM);
   sigprocmask(SIG_BLOCK, &wait_set, &old_mask);
+  const int sig_fd = signalfd(-1, &wait_set, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (sig_fd < 0) {
+    sigprocmask(SIG_SETMASK, &old_mask, nullptr);
+    throw InputError(std::string("cannot watch the runs (signalfd): ") + std::strerror(errno));
+  }
 
   const bool tty = isatty(STDERR_FILENO);
   const Clock::time_point t0 = Clock::now();
   std::map<pid_t, Child> children;
   std::size_t next = 0, completed = 0, failed = 0;
   bool interrupted = false;
-  std::string last_line;
 
   auto progress = [&](const std::string& event) {
     if (opts.quiet) return;
@@ -247,15 +290,11 @@ int run_local(const Spec& spec, const RunOptions& opts) {
     if (tty) {
       if (!event.empty()) std::cerr << "\r\033[K" << event << "\n";
       std::cerr << "\r\033[K" << s.str() << std::flush;
-      last_line = s.str();
     } else if (!event.empty()) {
       std::cerr << s.str() << ": " << event << "\n";
     }
   };
 
-  std::vector<bool> slot_busy(opts.jobs, false);
-  const std::string slot_prefix =
-      out + "/logs/" + (part ? fs::path(results).stem().string() + "-" : std::string()) + "slot-";
   auto spawn = [&](const std::string& key) {
     const PlannedRun& r = runs[pending[key].front()];
     std::vector<std::string> args = {opts.self_exe};
@@ -267,22 +306,16 @@ int run_local(const Spec& spec, const RunOptions& opts) {
       args.push_back(s);
     }
     args.push_back("--json");
-    Child c;
-    c.key = key;
-    c.runs = pending[key];
-    c.start = Clock::now();
-    // A run writes into its slot's files, reused from run to run: creating and deleting two files per run cost
-    // more of the sweep's own time than anything else (ext4 inode allocation, measured with perf).
-    c.slot = static_cast<unsigned>(std::find(slot_busy.begin(), slot_busy.end(), false) - slot_busy.begin());
-    slot_busy[c.slot] = true;
-    c.out_path = slot_prefix + std::to_string(c.slot) + ".out";
-    c.err_path = slot_prefix + std::to_string(c.slot) + ".err";
     std::vector<char*> argv;
     for (std::string& a : args) argv.push_back(a.data());
     argv.push_back(nullptr);
-    const int out_fd = ::open(c.out_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    const int err_fd = ::open(c.err_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
-    if (out_fd < 0 || err_fd < 0) throw InputError(out + "/logs: cannot write: " + std::strerror(errno));
+    int out_pipe[2], err_pipe[2];
+    if (pipe2(out_pipe, O_CLOEXEC) != 0) throw InputError(std::string("cannot start a run: ") + std::strerror(errno));
+    if (pipe2(err_pipe, O_CLOEXEC) != 0) {
+      ::close(out_pipe[0]);
+      ::close(out_pipe[1]);
+      throw InputError(std::string("cannot start a run: ") + std::strerror(errno));
+    }
     const int null_fd = ::open("/dev/null", O_RDONLY | O_CLOEXEC);
     const std::string exec_error = "cannot start " + args[0] + "\n";
     const std::string chdir_error = "cannot enter " + opts.run_dir + " (the spec's folder)\n";
@@ -290,7 +323,7 @@ int run_local(const Spec& spec, const RunOptions& opts) {
     // vfork: the child borrows the sweep's memory until it execs, so starting a run copies no page tables (fork's
     // copy-on-write made the sweep's own time per run several times longer). Until execv the child makes system
     // calls only: its own process group (a Ctrl-C reaches the sweep, which stops the runs), ended if the sweep
-    // dies, the signal mask the sweep had, the log files as stdout and stderr.
+    // dies, the signal mask the sweep had, the pipes as stdout and stderr, the spec's folder as its own.
     const pid_t pid = vfork();
     if (pid < 0) throw InputError(std::string("cannot start a run: ") + std::strerror(errno));
     if (pid == 0) {
@@ -298,8 +331,8 @@ int run_local(const Spec& spec, const RunOptions& opts) {
       prctl(PR_SET_PDEATHSIG, SIGKILL);
       if (getppid() != parent) _exit(127);
       sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-      dup2(out_fd, STDOUT_FILENO);
-      dup2(err_fd, STDERR_FILENO);
+      dup2(out_pipe[1], STDOUT_FILENO);
+      dup2(err_pipe[1], STDERR_FILENO);
       if (null_fd >= 0) dup2(null_fd, STDIN_FILENO);
       if (!opts.run_dir.empty() && chdir(opts.run_dir.c_str()) != 0) {
         if (::write(STDERR_FILENO, chdir_error.data(), chdir_error.size()) < 0) _exit(126);
@@ -310,11 +343,25 @@ int run_local(const Spec& spec, const RunOptions& opts) {
       _exit(127);
     }
     setpgid(pid, pid);
-    ::close(out_fd);
-    ::close(err_fd);
+    ::close(out_pipe[1]);
+    ::close(err_pipe[1]);
     if (null_fd >= 0) ::close(null_fd);
+    fcntl(out_pipe[0], F_SETFL, O_NONBLOCK);
+    fcntl(err_pipe[0], F_SETFL, O_NONBLOCK);
+    Child c;
     c.pid = pid;
+    c.key = key;
+    c.runs = pending[key];
+    c.start = Clock::now();
+    c.out_fd = out_pipe[0];
+    c.err_fd = err_pipe[0];
     children[pid] = std::move(c);
+  };
+
+  auto close_pipes = [](Child& c) {
+    if (c.out_fd >= 0) ::close(c.out_fd);
+    if (c.err_fd >= 0) ::close(c.err_fd);
+    c.out_fd = c.err_fd = -1;
   };
 
   auto finish = [&](Child& c, const std::string& status_in, std::string error) {
@@ -323,10 +370,8 @@ int run_local(const Spec& spec, const RunOptions& opts) {
     json report;
     if (status == "ok") {
       try {
-        std::ifstream f(c.out_path);
-        report = json::parse(f);
-        fs::rename(c.out_path, report_path(out, c.key), ec);
-        if (ec) throw InputError(report_path(out, c.key) + ": cannot write: " + ec.message());
+        report = json::parse(c.out);
+        reports_out.line(report_line(c.key, report));
       } catch (const json::exception&) {
         status = "failed";
         error = "the run printed no JSON report";
@@ -336,13 +381,12 @@ int run_local(const Spec& spec, const RunOptions& opts) {
       const PlannedRun& r = runs[i];
       json row = make_row(spec, *r.point, *r.workload, status, error, wall);
       if (status == "ok") fill_metrics(row, spec, *r.point, report);
-      append(row);
+      rows_out.line(row.dump());
       done.push_back(std::move(row));
       ++completed;
       failed += status != "ok";
     }
-    if (status != "ok") fs::copy_file(c.err_path, out + "/logs/" + c.key + ".err", fs::copy_options::overwrite_existing, ec);
-    slot_busy[c.slot] = false;
+    if (status != "ok") std::ofstream(out + "/logs/" + c.key + ".err", std::ios::trunc) << c.err;
     const PlannedRun& r = runs[c.runs.front()];
     std::ostringstream e;
     e << "point " << r.point->index << " " << r.workload->name << " " << status;
@@ -353,65 +397,107 @@ int run_local(const Spec& spec, const RunOptions& opts) {
     progress(e.str());
   };
 
+  // A run is over when it has been reaped and both its pipes are at end of file (whatever it wrote last is read).
+  auto settle = [&](std::map<pid_t, Child>::iterator it) {
+    Child& c = it->second;
+    // A process the run left behind may hold a pipe open: take what is there and stop waiting.
+    if (c.out_fd >= 0) drain(c.out_fd, c.out, std::string::npos);
+    if (c.err_fd >= 0) drain(c.err_fd, c.err, 1 << 20);
+    close_pipes(c);
+    const int st = c.status;
+    if (interrupted) {
+      // stopped by the sweep: not a result
+    } else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+      finish(c, "ok", "");
+    } else if (WIFEXITED(st)) {
+      std::string err = error_text(c.err);
+      if (err.empty()) err = "exit status " + std::to_string(WEXITSTATUS(st));
+      finish(c, "failed", err);
+    } else {
+      finish(c, "failed", "killed by " + signal_name(WTERMSIG(st)));
+    }
+    children.erase(it);
+  };
+
   progress("");
+  std::vector<pollfd> fds;
+  std::vector<pid_t> owner;
   while (true) {
     while (!interrupted && children.size() < opts.jobs && next < order.size()) spawn(order[next++]);
     if (children.empty()) break;
-    // Sleep until a child ends, a signal arrives, the first run's --timeout expires, or a second passes (progress).
+    // Wait for output, a signal, the first run's --timeout, or a second (progress on a terminal).
     double wait_s = 1.0;
     if (opts.timeout_s > 0 && !interrupted)
       for (const auto& [cpid, c] : children)
         wait_s = std::min(wait_s, opts.timeout_s - std::chrono::duration<double>(Clock::now() - c.start).count());
-    wait_s = std::max(wait_s, 0.001);
-    timespec tick{static_cast<time_t>(wait_s), static_cast<long>((wait_s - std::floor(wait_s)) * 1e9)};
-    siginfo_t info;
-    const int sig = sigtimedwait(&wait_set, &info, &tick);
-    if (sig == SIGINT || sig == SIGTERM) {
-      if (!interrupted) {
-        interrupted = true;
-        if (!opts.quiet) std::cerr << (tty ? "\r\033[K" : "") << "sweep: interrupted; stopping " << children.size() << " runs\n";
-        for (const auto& [pid, c] : children) kill(-pid, SIGTERM);
+    const int wait_ms = static_cast<int>(std::ceil(std::max(wait_s, 0.001) * 1000));
+    fds.assign(1, pollfd{sig_fd, POLLIN, 0});
+    owner.assign(1, 0);
+    for (const auto& [cpid, c] : children) {
+      for (int fd : {c.out_fd, c.err_fd}) {
+        if (fd < 0) continue;
+        fds.push_back(pollfd{fd, POLLIN, 0});
+        owner.push_back(cpid);
       }
     }
-    // Reap every child that ended.
+    const int ready = poll(fds.data(), fds.size(), wait_ms);
+    if (ready < 0 && errno != EINTR) throw InputError(std::string("cannot watch the runs (poll): ") + std::strerror(errno));
+    for (std::size_t i = 1; ready > 0 && i < fds.size(); ++i) {
+      if (!(fds[i].revents & (POLLIN | POLLHUP | POLLERR))) continue;
+      Child& c = children.at(owner[i]);
+      if (fds[i].fd == c.out_fd) drain(c.out_fd, c.out, std::string::npos);
+      else if (fds[i].fd == c.err_fd) drain(c.err_fd, c.err, 1 << 20);
+    }
+    if (fds[0].revents & POLLIN) {
+      signalfd_siginfo si;
+      while (::read(sig_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
+        if ((si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM) && !interrupted) {
+          interrupted = true;
+          if (!opts.quiet) std::cerr << (tty ? "\r\033[K" : "") << "sweep: interrupted; stopping " << children.size() << " runs\n";
+          for (const auto& [cpid, c] : children) kill(-cpid, SIGTERM);
+        }
+      }
+    }
+    // Reap every child that ended (SIGCHLD may merge several ends into one signal).
     int status = 0;
     pid_t pid;
     while ((pid = waitpid(-1, &status, WNOHANG)) > 0) {
       auto it = children.find(pid);
       if (it == children.end()) continue;
-      if (interrupted) {  // stopped by the sweep: not a result
-        slot_busy[it->second.slot] = false;
-      } else if (WIFEXITED(status) && WEXITSTATUS(status) == 0) {
-        finish(it->second, "ok", "");
-      } else if (WIFEXITED(status)) {
-        std::string err = error_text(it->second.err_path);
-        if (err.empty()) err = "exit status " + std::to_string(WEXITSTATUS(status));
-        finish(it->second, "failed", err);
-      } else {
-        finish(it->second, "failed", "killed by " + signal_name(WTERMSIG(status)));
-      }
-      children.erase(it);
+      it->second.reaped = true;
+      it->second.reaped_at = Clock::now();
+      it->second.status = status;
+      // What it wrote before it ended is in the pipes now.
+      if (it->second.out_fd >= 0) drain(it->second.out_fd, it->second.out, std::string::npos);
+      if (it->second.err_fd >= 0) drain(it->second.err_fd, it->second.err, 1 << 20);
+    }
+    // Settle the ended runs whose pipes are closed, and those whose pipes a process they left behind has kept open
+    // for a second.
+    for (auto it = children.begin(); it != children.end();) {
+      auto here = it++;
+      const Child& c = here->second;
+      if (c.reaped && ((c.out_fd < 0 && c.err_fd < 0) ||
+                       std::chrono::duration<double>(Clock::now() - c.reaped_at).count() > 1.0))
+        settle(here);
     }
     if (opts.timeout_s > 0 && !interrupted) {
-      for (auto& [cpid, c] : children) {
-        if (std::chrono::duration<double>(Clock::now() - c.start).count() <= opts.timeout_s) continue;
-        kill(-cpid, SIGKILL);
-        waitpid(cpid, &status, 0);
+      for (auto it = children.begin(); it != children.end();) {
+        auto here = it++;
+        Child& c = here->second;
+        if (c.reaped || std::chrono::duration<double>(Clock::now() - c.start).count() <= opts.timeout_s) continue;
+        kill(-here->first, SIGKILL);
+        waitpid(here->first, &status, 0);
+        close_pipes(c);
         char buf[64];
         std::snprintf(buf, sizeof buf, "no result within --timeout %gs", opts.timeout_s);
         finish(c, "timeout", buf);
-        children.erase(cpid);
-        break;  // the map changed; the others are checked on the next tick
+        children.erase(here);
       }
     }
-    if (sig < 0 && tty) progress("");
+    if (ready == 0 && tty) progress("");
   }
-  ::close(fd);
+  ::close(sig_fd);
   sigprocmask(SIG_SETMASK, &old_mask, nullptr);
-  for (unsigned s = 0; s < opts.jobs; ++s) {
-    fs::remove(slot_prefix + std::to_string(s) + ".out", ec);
-    fs::remove(slot_prefix + std::to_string(s) + ".err", ec);
-  }
   if (tty && !opts.quiet) std::cerr << "\r\033[K";
 
   if (!part) {

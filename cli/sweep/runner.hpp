@@ -14,7 +14,7 @@
 namespace npusim::cli::sweep {
 
 struct RunOptions {
-  std::string out_dir;            // results.jsonl, results.csv, reports/, logs/
+  std::string out_dir;            // results.jsonl, results.csv, reports.jsonl, logs/
   unsigned jobs = 1;              // runs at a time
   bool retry_failed = false;      // run again the runs recorded as failed or timed out
   double timeout_s = 0;           // per run; 0: none

@@ -161,7 +161,6 @@ int submit_slurm(const Spec& spec, const RunOptions& run, const SlurmOptions& op
   const std::string& out = run.out_dir;
   std::error_code ec;
   fs::create_directories(out + "/slurm", ec);
-  fs::create_directories(out + "/reports", ec);
   fs::create_directories(out + "/logs", ec);
   if (ec) throw InputError(out + ": cannot make the folder: " + ec.message());
 

@@ -32,6 +32,15 @@ def rows(folder):
     return [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines() if line.strip()]
 
 
+def reports(folder):
+    """key -> the run's saved report (reports.jsonl: one {"key", "report"} object a line)."""
+    out = {}
+    for line in (folder / "reports.jsonl").read_text().splitlines():
+        j = json.loads(line)
+        out[j["key"]] = j["report"]
+    return out
+
+
 def csv_rows(folder):
     with open(folder / "results.csv", newline="") as f:
         return list(csv.DictReader(f))
@@ -99,7 +108,7 @@ def test_grid_and_zip_points_match_direct_runs(tmp_path):
         else:
             assert x["metrics"]["tflops"] is None  # add reports no flops: the metric is empty, not an error
         # The saved report is the run's whole --json output (timing-only runs are deterministic).
-        saved = json.loads((out / "reports" / f"{x['key']}.json").read_text())
+        saved = reports(out)[x["key"]]
         saved.pop("sim"), rep.pop("sim")
         assert saved == rep
     # Same config, same hash; the config hash covers the resolved values (my_chip's L2 differs from 910b's).
@@ -118,13 +127,13 @@ def test_rerun_skips_finished_runs_and_new_metrics_come_from_saved_reports(tmp_p
     write(tmp_path / "my_chip.yaml", MY_CHIP)
     spec = write(tmp_path / "spec.yaml", MATMUL_SPEC)
     assert npusim("sweep", spec, "-j", "2", "-o", tmp_path / "out", cwd=tmp_path).returncode == 0
-    before = {f.name: f.stat().st_mtime_ns for f in (tmp_path / "out" / "reports").iterdir()}
+    before = (tmp_path / "out" / "reports.jsonl").read_bytes()
     # A metric added to the spec is read from the saved reports: nothing runs again.
     spec.write_text(spec.read_text() + "  - l2_hits: memory.l2_hit_rate\n")
     p = npusim("sweep", spec, "-j", "2", "-o", tmp_path / "out", cwd=tmp_path)
     assert p.returncode == 0, p.stderr
     assert "8 finished earlier" in p.stderr and "0 to run" in p.stderr
-    assert {f.name: f.stat().st_mtime_ns for f in (tmp_path / "out" / "reports").iterdir()} == before
+    assert (tmp_path / "out" / "reports.jsonl").read_bytes() == before
     r = rows(tmp_path / "out")
     assert len(r) == 8 and all(isinstance(x["metrics"]["l2_hits"], float) for x in r)
     # A new axis value adds points; only those run.
@@ -205,8 +214,8 @@ def test_a_sweep_killed_half_way_resumes_without_redoing_finished_runs(tmp_path,
         assert proc.returncode == 130 and "interrupted" in err and "run the same command to resume" in err
     finished = {x["key"]: x for x in rows(out)}
     assert 3 <= len(finished) < 12
-    reports = {f.name: f.stat().st_mtime_ns for f in (out / "reports").iterdir()}
-    assert len(reports) == len(finished)  # a killed run left no report behind
+    saved = (out / "reports.jsonl").read_bytes()
+    assert set(reports(out)) == set(finished)  # a killed run left no report behind
     time.sleep(0.01)
     p = npusim("sweep", spec, "-j", "2", "-o", out)
     assert p.returncode == 0, p.stderr
@@ -214,8 +223,7 @@ def test_a_sweep_killed_half_way_resumes_without_redoing_finished_runs(tmp_path,
     final = rows(out)
     assert len(final) == 12 and len({x["key"] for x in final}) == 12
     # The runs finished before the kill were not run again: same reports, same rows.
-    after = {f.name: f.stat().st_mtime_ns for f in (out / "reports").iterdir()}
-    assert all(after[name] == t for name, t in reports.items())
+    assert (out / "reports.jsonl").read_bytes().startswith(saved) and len(reports(out)) == 12
     for x in final:
         if x["key"] in finished:
             assert x["metrics"] == finished[x["key"]]["metrics"] and x["wall_s"] == finished[x["key"]]["wall_s"]
