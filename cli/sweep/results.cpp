@@ -9,6 +9,7 @@
 
 #include "cli/sweep/expr.hpp"
 #include "common/util/error.hpp"
+#include "traces/op_summary.hpp"
 
 namespace npusim::cli::sweep {
 
@@ -198,17 +199,8 @@ void write_atomically(const std::string& path, const std::string& text) {
 namespace {
 
 std::string csv_field(const json& v) {
-  std::string s;
   if (v.is_null()) return "";
-  if (v.is_string()) s = v.get<std::string>();
-  else s = v.dump();
-  if (s.find_first_of(",\"\n\r") == std::string::npos) return s;
-  std::string q = "\"";
-  for (char c : s) {
-    if (c == '"') q += '"';
-    q += c;
-  }
-  return q + "\"";
+  return traces::CsvWriter::quote(v.is_string() ? v.get<std::string>() : v.dump());
 }
 
 }  // namespace

@@ -57,11 +57,12 @@ class Reader {
     if (!n.IsScalar()) fail(n, what + " must be a single value");
     return n.Scalar();
   }
-  const YAML::Node& map(const YAML::Node& n, const std::string& what) const {
+  // Nodes are returned by value (a handle): callers pass temporaries such as root["workloads"].
+  YAML::Node map(const YAML::Node& n, const std::string& what) const {
     if (!n.IsMap()) fail(n, what + " must be a mapping (key: value)");
     return n;
   }
-  const YAML::Node& list(const YAML::Node& n, const std::string& what) const {
+  YAML::Node list(const YAML::Node& n, const std::string& what) const {
     if (!n.IsSequence()) fail(n, what + " must be a list ([a, b, ...])");
     return n;
   }
@@ -105,22 +106,36 @@ const config::KeyInfo& config_key(const Reader& r, const YAML::Node& at, const s
 using Assignment = std::vector<std::pair<std::string, std::string>>;
 using Factor = std::vector<Assignment>;
 
-Factor read_grid(const Reader& r, const YAML::Node& grid, std::vector<std::string>& keys) {
-  r.map(grid, "axes.grid");
-  Factor rows{Assignment{}};
-  for (const auto& kv : grid) {
+// An axis of a grid or zip section: a config key and its non-empty list of values, as written.
+struct Axis {
+  std::string key;
+  YAML::Node at;  // the list, for messages
+  std::vector<std::string> values;
+};
+
+std::vector<Axis> read_axes(const Reader& r, const YAML::Node& section, const std::string& where) {
+  r.map(section, where);
+  std::vector<Axis> axes;
+  for (const auto& kv : section) {
     const YAML::Node k = kv.first;
-    const YAML::Node v = kv.second;
-    const std::string key = k.Scalar();
-    config_key(r, k, key);
-    r.list(v, "axes.grid." + key);
-    if (v.size() == 0) r.fail(v, "axes.grid." + key + " has no values");
-    keys.push_back(key);
+    Axis a{k.Scalar(), kv.second, {}};
+    config_key(r, k, a.key);
+    for (const auto& value : r.list(a.at, where + "." + a.key)) a.values.push_back(r.scalar(value, "a value of " + where + "." + a.key));
+    if (a.values.empty()) r.fail(a.at, where + "." + a.key + " has no values");
+    axes.push_back(std::move(a));
+  }
+  return axes;
+}
+
+Factor read_grid(const Reader& r, const YAML::Node& grid, std::vector<std::string>& keys) {
+  Factor rows{Assignment{}};
+  for (const Axis& axis : read_axes(r, grid, "axes.grid")) {
+    keys.push_back(axis.key);
     Factor next;
     for (const Assignment& row : rows) {
-      for (const auto& value : v) {
+      for (const std::string& value : axis.values) {
         Assignment a = row;
-        a.emplace_back(key, r.scalar(value, "a value of axes.grid." + key));
+        a.emplace_back(axis.key, value);
         next.push_back(std::move(a));
       }
     }
@@ -130,27 +145,14 @@ Factor read_grid(const Reader& r, const YAML::Node& grid, std::vector<std::strin
 }
 
 Factor read_zip(const Reader& r, const YAML::Node& zip, std::vector<std::string>& keys) {
-  r.map(zip, "axes.zip");
-  Factor rows;
-  std::optional<std::size_t> length;
-  std::string first_key;
-  for (const auto& kv : zip) {
-    const YAML::Node k = kv.first;
-    const YAML::Node v = kv.second;
-    const std::string key = k.Scalar();
-    config_key(r, k, key);
-    r.list(v, "axes.zip." + key);
-    if (length && v.size() != *length)
-      r.fail(v, "axes.zip." + key + " has " + std::to_string(v.size()) + " values but " + first_key + " has " +
-                    std::to_string(*length) + ": zipped axes must have the same length");
-    if (!length) {
-      length = v.size();
-      first_key = key;
-      rows.resize(v.size());
-    }
-    if (v.size() == 0) r.fail(v, "axes.zip." + key + " has no values");
-    keys.push_back(key);
-    for (std::size_t i = 0; i < v.size(); ++i) rows[i].emplace_back(key, r.scalar(v[i], "a value of axes.zip." + key));
+  const std::vector<Axis> axes = read_axes(r, zip, "axes.zip");
+  Factor rows(axes.empty() ? 0 : axes.front().values.size());
+  for (const Axis& axis : axes) {
+    if (axis.values.size() != rows.size())
+      r.fail(axis.at, "axes.zip." + axis.key + " has " + std::to_string(axis.values.size()) + " values but " +
+                          axes.front().key + " has " + std::to_string(rows.size()) + ": zipped axes must have the same length");
+    keys.push_back(axis.key);
+    for (std::size_t i = 0; i < rows.size(); ++i) rows[i].emplace_back(axis.key, axis.values[i]);
   }
   return rows;
 }
