@@ -277,6 +277,7 @@ int run_local(const Spec& spec, const RunOptions& opts) {
   std::map<pid_t, Child> children;
   std::size_t next = 0, completed = 0, failed = 0;
   bool interrupted = false;
+  Clock::time_point interrupted_at;
 
   auto progress = [&](const std::string& event) {
     if (opts.quiet) return;
@@ -451,10 +452,14 @@ int run_local(const Spec& spec, const RunOptions& opts) {
     if (fds[0].revents & POLLIN) {
       signalfd_siginfo si;
       while (::read(sig_fd, &si, sizeof si) == static_cast<ssize_t>(sizeof si)) {
-        if ((si.ssi_signo == SIGINT || si.ssi_signo == SIGTERM) && !interrupted) {
+        if (si.ssi_signo != SIGINT && si.ssi_signo != SIGTERM) continue;
+        if (!interrupted) {
           interrupted = true;
+          interrupted_at = Clock::now();
           if (!opts.quiet) std::cerr << (tty ? "\r\033[K" : "") << "sweep: interrupted; stopping " << children.size() << " runs\n";
           for (const auto& [cpid, c] : children) kill(-cpid, SIGTERM);
+        } else {
+          for (const auto& [cpid, c] : children) kill(-cpid, SIGKILL);  // a second Ctrl-C: now
         }
       }
     }
@@ -480,6 +485,9 @@ int run_local(const Spec& spec, const RunOptions& opts) {
                        std::chrono::duration<double>(Clock::now() - c.reaped_at).count() > 1.0))
         settle(here);
     }
+    // Runs that ignore the SIGTERM of an interruption are killed after 5 s.
+    if (interrupted && std::chrono::duration<double>(Clock::now() - interrupted_at).count() > 5.0)
+      for (const auto& [cpid, c] : children) kill(-cpid, SIGKILL);
     if (opts.timeout_s > 0 && !interrupted) {
       for (auto it = children.begin(); it != children.end();) {
         auto here = it++;
