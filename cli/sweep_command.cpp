@@ -89,6 +89,9 @@ int run_sweep_command(const SweepOptions& opts) {
     s.spec_path = fs::absolute(opts.spec).lexically_normal().string();
     return sweep::submit_slurm(spec, run, s);
   }
+  if (const auto job = sweep::active_slurm_job(out))
+    throw InputError("slurm job " + *job + " of this sweep is still queued or running in " + out +
+                     ": wait for it (npusim sweep " + opts.spec + " --slurm) or cancel it (scancel " + *job + ")");
   return sweep::run_local(spec, run);
 }
 

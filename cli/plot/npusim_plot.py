@@ -67,6 +67,11 @@ def load(results):
     rows = sorted(latest.values(), key=lambda r: (r.get("point", 0), r.get("workload", "")))
     if not rows:
         raise PlotError(f"{rows_path}: no rows yet (run the sweep first)")
+    if "axes" not in spec:  # no sweep.json (a results file copied alone): the axes are the rows' own
+        keys = sorted({k for r in rows for k in r.get("values", {})})
+        spec = dict(spec, axes=[{"key": k, "unit": ""} for k in keys], derived=[])
+        print(f"npusim plot: warning: no sweep.json beside {rows_path}: axes taken from the rows, without units",
+              file=sys.stderr)
     return folder, spec, rows
 
 
@@ -151,11 +156,12 @@ def pipes_of(report):
     if report.get("op") or len(tasks) <= 1:
         pipes = (report.get("kernel") or {}).get("pipes")
         if pipes:
-            return {p: pipes.get(p, 0.0) for p in PIPES}
-    total = sum(t.get("dur_us", 0.0) for t in tasks)
+            return {p: number(pipes.get(p)) or 0.0 for p in PIPES}
+    total = sum(number(t.get("dur_us")) or 0.0 for t in tasks)
     if not total:
         return None
-    return {p: sum(t["pipes"].get(p, 0.0) * t.get("dur_us", 0.0) for t in tasks) / total for p in PIPES}
+    return {p: sum((number(t["pipes"].get(p)) or 0.0) * (number(t.get("dur_us")) or 0.0) for t in tasks) / total
+            for p in PIPES}
 
 
 def short(key):

@@ -59,7 +59,7 @@ const json* at_path(const json& root, std::string_view path) {
       const auto it = cur->find(part);
       if (it == cur->end()) return nullptr;
       cur = &*it;
-    } else if (cur->is_array() && !part.empty() && part.find_first_not_of("0123456789") == std::string::npos) {
+    } else if (cur->is_array() && !part.empty() && part.size() < 10 && part.find_first_not_of("0123456789") == std::string::npos) {
       const std::size_t i = std::stoul(part);
       if (i >= cur->size()) return nullptr;
       cur = &(*cur)[i];
@@ -118,8 +118,10 @@ void fill_metrics(json& row, const Spec& spec, const Point& p, const json& repor
   row["metrics"] = std::move(metrics);
 }
 
+std::string row_text(const json& row) { return row.dump(-1, ' ', false, json::error_handler_t::replace); }
+
 std::string report_line(const std::string& key, const json& report) {
-  return "{\"key\":" + json(key).dump() + ",\"report\":" + report.dump() + "}";
+  return "{\"key\":" + row_text(json(key)) + ",\"report\":" + row_text(report) + "}";
 }
 
 ReportStore::ReportStore(const std::string& out_dir) {
@@ -200,7 +202,7 @@ namespace {
 
 std::string csv_field(const json& v) {
   if (v.is_null()) return "";
-  return traces::CsvWriter::quote(v.is_string() ? v.get<std::string>() : v.dump());
+  return traces::CsvWriter::quote(v.is_string() ? v.get<std::string>() : row_text(v));
 }
 
 }  // namespace

@@ -28,6 +28,9 @@ void fill_metrics(nlohmann::json& row, const Spec& spec, const Point& p, const n
 // The key under which a run is finished: the point's config and the workload's command line.
 std::string run_key(const Point& p, const Workload& w);
 
+// A row (or any JSON) as one line of text; bytes that are not UTF-8 (a run's stderr may hold any) become U+FFFD.
+std::string row_text(const nlohmann::json& row);
+
 // Reads results.jsonl; a torn last line (a run killed while writing) is skipped.
 std::vector<nlohmann::json> read_rows(const std::string& path);
 

@@ -74,6 +74,22 @@ bool retried(const std::string& status, bool retry_failed) {
 
 }  // namespace
 
+void write_record(const Spec& spec, const std::string& out_dir, const std::vector<json>& previous,
+                  const std::vector<json>& rows) {
+  std::set<std::string> current;
+  for (const PlannedRun& r : plan_runs(spec)) current.insert(r.key);
+  std::string superseded;
+  std::set<std::string> kept;
+  for (const json& r : previous) {
+    const std::string key = r["key"].get<std::string>();
+    if (!current.count(key) && kept.insert(key).second) superseded += row_text(r) + "\n";
+  }
+  if (!superseded.empty()) std::ofstream(out_dir + "/superseded.jsonl", std::ios::app) << superseded;
+  std::string text;
+  for (const json& r : rows) text += row_text(r) + "\n";
+  write_atomically(out_dir + "/results.jsonl", text);
+}
+
 std::vector<json> finished_rows(const Spec& spec, const std::string& out_dir, const std::vector<json>& rows,
                                 bool retry_failed) {
   // The newest row of each run key wins (a failed run that was retried and succeeded, a merged Slurm part).
@@ -170,8 +186,12 @@ void drain(int& fd, std::string& into, std::size_t cap) {
 class Appender {
  public:
   explicit Appender(std::string path) : path_(std::move(path)) {
-    fd_ = ::open(path_.c_str(), O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
+    fd_ = ::open(path_.c_str(), O_RDWR | O_APPEND | O_CREAT | O_CLOEXEC, 0644);
     if (fd_ < 0) throw InputError(path_ + ": cannot write: " + std::strerror(errno));
+    // A line torn by a kill is ended, so the next line is not glued to it (the readers skip the torn one).
+    const off_t size = ::lseek(fd_, 0, SEEK_END);
+    char last = '\n';
+    if (size > 0 && ::pread(fd_, &last, 1, size - 1) == 1 && last != '\n') line("");
   }
   ~Appender() { ::close(fd_); }
   Appender(const Appender&) = delete;
@@ -210,16 +230,8 @@ int run_local(const Spec& spec, const RunOptions& opts) {
   std::vector<json> done = finished_rows(spec, out, previous, opts.retry_failed);
   const std::vector<PlannedRun> runs = plan_runs(spec);
   if (!part) {
-    std::set<std::string> current;
-    for (const PlannedRun& r : runs) current.insert(r.key);
-    std::string superseded;
-    for (const json& r : previous)
-      if (!current.count(r["key"].get<std::string>())) superseded += r.dump() + "\n";
-    if (!superseded.empty()) std::ofstream(out + "/superseded.jsonl", std::ios::app) << superseded;
     sort_rows(spec, done);
-    std::string text;
-    for (const json& r : done) text += r.dump() + "\n";
-    write_atomically(results, text);
+    write_record(spec, out, previous, done);
     // The Slurm parts are merged into the record now (their reports stay where they are and are read from there).
     fs::path slurm = fs::path(out) / "slurm";
     if (fs::is_directory(slurm, ec))
@@ -260,6 +272,10 @@ int run_local(const Spec& spec, const RunOptions& opts) {
 
   // SIGCHLD, SIGINT and SIGTERM arrive through a signalfd polled with the runs' pipes: no handler, no race with a
   // child's end.
+  // A sweep started with SIGCHLD ignored (inherited) would have its runs reaped by the kernel and never see them end.
+  struct sigaction dfl {};
+  dfl.sa_handler = SIG_DFL;
+  sigaction(SIGCHLD, &dfl, nullptr);
   sigset_t wait_set, old_mask;
   sigemptyset(&wait_set);
   sigaddset(&wait_set, SIGCHLD);
@@ -382,7 +398,7 @@ int run_local(const Spec& spec, const RunOptions& opts) {
       const PlannedRun& r = runs[i];
       json row = make_row(spec, *r.point, *r.workload, status, error, wall);
       if (status == "ok") fill_metrics(row, spec, *r.point, report);
-      rows_out.line(row.dump());
+      rows_out.line(row_text(row));
       done.push_back(std::move(row));
       ++completed;
       failed += status != "ok";
@@ -406,10 +422,10 @@ int run_local(const Spec& spec, const RunOptions& opts) {
     if (c.err_fd >= 0) drain(c.err_fd, c.err, 1 << 20);
     close_pipes(c);
     const int st = c.status;
-    if (interrupted) {
+    if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
+      finish(c, "ok", "");  // finished before an interruption reached it: a result all the same
+    } else if (interrupted) {
       // stopped by the sweep: not a result
-    } else if (WIFEXITED(st) && WEXITSTATUS(st) == 0) {
-      finish(c, "ok", "");
     } else if (WIFEXITED(st)) {
       std::string err = error_text(c.err);
       if (err.empty()) err = "exit status " + std::to_string(WEXITSTATUS(st));

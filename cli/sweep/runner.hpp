@@ -40,6 +40,11 @@ std::vector<PlannedRun> plan_runs(const Spec& spec);
 std::vector<nlohmann::json> finished_rows(const Spec& spec, const std::string& out_dir,
                                           const std::vector<nlohmann::json>& rows, bool retry_failed);
 
+// Rewrites OUT/results.jsonl with `rows` (this spec's); rows of `previous` whose runs the spec no longer has are
+// appended to OUT/superseded.jsonl rather than lost.
+void write_record(const Spec& spec, const std::string& out_dir, const std::vector<nlohmann::json>& previous,
+                  const std::vector<nlohmann::json>& rows);
+
 // Runs every unfinished run; returns the exit status of `npusim sweep` (0 done, 130 interrupted).
 int run_local(const Spec& spec, const RunOptions& opts);
 

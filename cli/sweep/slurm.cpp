@@ -40,10 +40,11 @@ struct Command {
   std::string out;
 };
 
-// Runs a command line through the shell; stderr goes with stdout so a failure's message can be shown.
-Command shell(const std::string& cmd) {
+// Runs a command line through the shell; stderr goes with stdout (so a failure's message can be shown) unless the
+// command redirects it itself.
+Command shell(const std::string& cmd, bool with_stderr = true) {
   Command c;
-  FILE* p = popen((cmd + " 2>&1").c_str(), "r");
+  FILE* p = popen((with_stderr ? cmd + " 2>&1" : cmd).c_str(), "r");
   if (!p) return c;
   std::array<char, 4096> buf{};
   std::size_t n = 0;
@@ -65,11 +66,16 @@ std::string trim(std::string s) {
   return s.substr(i);
 }
 
-// The job's array tasks still known to the queue, by state (PENDING, RUNNING...); empty once the job is over.
+// The job's array tasks still known to the queue, by state (PENDING, RUNNING...); empty once the job is over. A
+// squeue that fails for another reason than an unknown job (the controller busy, say) leaves the job "UNKNOWN":
+// the caller waits and asks again rather than taking a running job for over.
 std::map<std::string, int> job_states(const std::string& job_id) {
   std::map<std::string, int> states;
   const Command c = shell("squeue -h -r -j " + job_id + " -o %T");
-  if (c.status != 0) return states;  // squeue refuses a job id it no longer knows
+  if (c.status != 0) {
+    if (c.out.find("Invalid job id") == std::string::npos) states["UNKNOWN"] = 1;
+    return states;  // squeue refuses a job id it no longer knows
+  }
   std::istringstream in(c.out);
   std::string line;
   while (std::getline(in, line))
@@ -81,11 +87,10 @@ std::string state_path(const std::string& out) { return out + "/slurm/current.js
 
 // Rewrites the results from results.jsonl and every part, and the CSV; renames the parts once the job is over.
 std::size_t merge(const Spec& spec, const std::string& out, bool job_over) {
-  std::vector<json> rows = finished_rows(spec, out, read_all_rows(out), false);
+  const std::vector<json> previous = read_all_rows(out);
+  std::vector<json> rows = finished_rows(spec, out, previous, false);
   sort_rows(spec, rows);
-  std::string text;
-  for (const json& r : rows) text += r.dump() + "\n";
-  write_atomically(out + "/results.jsonl", text);
+  write_record(spec, out, previous, rows);
   write_csv(out + "/results.csv", spec, rows);
   if (job_over) {
     std::error_code ec;
@@ -199,9 +204,15 @@ int submit_slurm(const Spec& spec, const RunOptions& run, const SlurmOptions& op
     for (const auto& k : keys) f << k << "\n";
   }
   write_atomically(dir + "/job.json", json{{"tasks", tasks}, {"runs", keys.size()}}.dump() + "\n");
+  std::string timeout;
+  if (run.timeout_s > 0) {
+    char buf[64];
+    std::snprintf(buf, sizeof buf, " --timeout %.17g", run.timeout_s);
+    timeout = buf;
+  }
   std::string script = "#!/bin/sh\n# npusim sweep " + spec.name + ": one array task runs every " + std::to_string(tasks) +
                        "th run of runs.txt\nexec " + shell_quote(run.self_exe) + " sweep " + shell_quote(opts.spec_path) +
-                       " --out " + shell_quote(out) + " --slurm-task " + shell_quote(dir) + "\n";
+                       " --out " + shell_quote(out) + " --slurm-task " + shell_quote(dir) + timeout + "\n";
   write_atomically(dir + "/job.sh", script);
   fs::permissions(dir + "/job.sh", fs::perms::owner_all | fs::perms::group_read | fs::perms::others_read, ec);
 
@@ -212,12 +223,17 @@ int submit_slurm(const Spec& spec, const RunOptions& run, const SlurmOptions& op
   if (!opts.time.empty()) cmd += " --time=" + shell_quote(opts.time);
   if (!opts.mem.empty()) cmd += " --mem=" + shell_quote(opts.mem);
   cmd += " " + shell_quote(dir + "/job.sh");
-  const Command c = shell(cmd);
+  // The job id is sbatch's stdout alone (--parsable: "ID" or "ID;cluster"); its warnings go to a file of their own.
+  const Command c = shell(cmd + " 2>" + shell_quote(dir + "/sbatch.err"), false);
   std::string job_id = trim(c.out.substr(0, c.out.find(';')));
-  if (c.status != 0 || job_id.empty() || job_id.find_first_not_of("0123456789") != std::string::npos)
-    throw InputError("sbatch refused the sweep's job array: " + trim(c.out));
+  if (c.status != 0 || job_id.empty() || job_id.find_first_not_of("0123456789") != std::string::npos) {
+    std::ifstream e(dir + "/sbatch.err");
+    std::stringstream err;
+    err << e.rdbuf();
+    throw InputError("sbatch refused the sweep's job array: " + trim(err.str() + "\n" + c.out));
+  }
   const json state = {{"job_id", job_id}, {"dir", dir}, {"runs", keys.size()}, {"tasks", tasks}};
-  write_atomically(state_path(out), state.dump() + "\n");
+  write_atomically(state_path(out), row_text(state) + "\n");
   if (!run.quiet)
     std::cerr << "sweep " << spec.name << ": submitted slurm job " << job_id << ": " << keys.size() << " runs in "
               << tasks << " array tasks (" << dir << ")\n";
@@ -245,6 +261,16 @@ int run_slurm_task(const Spec& spec, RunOptions run, const std::string& job_dir)
   const char* cpus = std::getenv("SLURM_CPUS_PER_TASK");
   run.jobs = cpus ? std::max(1, std::atoi(cpus)) : 1;
   return run_local(spec, run);
+}
+
+std::optional<std::string> active_slurm_job(const std::string& out_dir) {
+  std::ifstream f(state_path(out_dir));
+  if (!f) return std::nullopt;
+  const json state = json::parse(f, nullptr, false);
+  if (!state.is_object() || !state.contains("job_id")) return std::nullopt;
+  const std::string job_id = state["job_id"].get<std::string>();
+  if (shell("command -v squeue").status != 0 || job_states(job_id).empty()) return std::nullopt;
+  return job_id;
 }
 
 void print_slurm_status(const std::string& out_dir, std::ostream& os) {

@@ -5,6 +5,7 @@
 // again.
 #pragma once
 
+#include <optional>
 #include <ostream>
 #include <string>
 
@@ -25,6 +26,9 @@ int submit_slurm(const Spec& spec, const RunOptions& run, const SlurmOptions& op
 // An array task: the runs of OUT/slurm/job-N/runs.txt whose line number modulo the task count is this task's
 // SLURM_ARRAY_TASK_ID, with rows to OUT/slurm/job-N/part-ID.jsonl.
 int run_slurm_task(const Spec& spec, RunOptions run, const std::string& job_dir);
+
+// The id of the sweep's Slurm job while it is queued or running (a local sweep must not run beside it).
+std::optional<std::string> active_slurm_job(const std::string& out_dir);
 
 // The state of the sweep's Slurm job, if it has one (for --status).
 void print_slurm_status(const std::string& out_dir, std::ostream& os);

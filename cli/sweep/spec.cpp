@@ -104,6 +104,7 @@ const config::KeyInfo& config_key(const Reader& r, const YAML::Node& at, const s
 // One factor of the design space: a list of rows, each a list of (key, value) assignments. Points are the
 // cartesian product of the factors.
 using Assignment = std::vector<std::pair<std::string, std::string>>;
+constexpr double kMaxPoints = 1e6;  // a sweep's points at most (each a process per workload)
 using Factor = std::vector<Assignment>;
 
 // An axis of a grid or zip section: a config key and its non-empty list of values, as written.
@@ -124,12 +125,17 @@ std::vector<Axis> read_axes(const Reader& r, const YAML::Node& section, const st
     if (a.values.empty()) r.fail(a.at, where + "." + a.key + " has no values");
     axes.push_back(std::move(a));
   }
+  if (axes.empty()) r.fail(section, where + " has no axes");
   return axes;
 }
 
 Factor read_grid(const Reader& r, const YAML::Node& grid, std::vector<std::string>& keys) {
+  const std::vector<Axis> axes = read_axes(r, grid, "axes.grid");
+  double points = 1;  // counted before anything is built
+  for (const Axis& axis : axes) points *= static_cast<double>(axis.values.size());
+  if (points > kMaxPoints) r.fail(grid, "axes.grid gives more than 1,000,000 points");
   Factor rows{Assignment{}};
-  for (const Axis& axis : read_axes(r, grid, "axes.grid")) {
+  for (const Axis& axis : axes) {
     keys.push_back(axis.key);
     Factor next;
     for (const Assignment& row : rows) {
@@ -214,7 +220,11 @@ Factor read_random(const Reader& r, const YAML::Node& random, std::vector<std::s
       d.min = number(v["min"], "min");
       d.max = number(v["max"], "max");
       if (!(d.min <= d.max)) r.fail(v, where + ": min is above max");
-      d.log = v["log"] && config::parse_bool(r.scalar(v["log"], where + ".log"));
+      try {
+        d.log = v["log"] && config::parse_bool(r.scalar(v["log"], where + ".log"));
+      } catch (const std::invalid_argument& e) {
+        r.fail(v["log"], where + ".log: " + e.what());
+      }
       if (d.log && d.min <= 0) r.fail(v, where + ": log needs a positive min");
     }
     keys.push_back(d.key);
@@ -233,7 +243,8 @@ Factor read_random(const Reader& r, const YAML::Node& random, std::vector<std::s
       // Integers are drawn from [min, max] inclusive: floor of a uniform value over [min, max + 1).
       const bool integer = d.info.type == "integer";
       double x = d.min + u * (d.max - d.min + (integer ? 1 : 0));
-      if (d.log) x = std::exp(std::log(d.min) + u * (std::log(d.max) - std::log(d.min)));
+      // Log-uniform; an integer key over [min, max + 1) so that max can be drawn as well.
+      if (d.log) x = std::exp(std::log(d.min) + u * (std::log(d.max + (integer ? 1 : 0)) - std::log(d.min)));
       if (integer) x = std::clamp(std::floor(x), d.min, d.max);
       // Reals keep 6 significant digits: readable values, still a continuous draw for exploration.
       else if (x != 0) x = std::clamp(std::round(x / std::pow(10, std::floor(std::log10(std::fabs(x))) - 5)) *
@@ -495,7 +506,10 @@ Spec load_spec(const std::string& path) {
     }
   }
 
-  // The cartesian product of the factors.
+  // The cartesian product of the factors, counted before it is built.
+  double product = 1;
+  for (const Factor& f : factors) product *= static_cast<double>(f.size());
+  if (product > kMaxPoints) r.fail(root["axes"], "the axes give more than 1,000,000 points");
   std::vector<Assignment> rows{Assignment{}};
   for (const Factor& f : factors) {
     std::vector<Assignment> next;
@@ -507,10 +521,10 @@ Spec load_spec(const std::string& path) {
       }
     }
     rows = std::move(next);
-    if (rows.size() > 1000000) r.fail(root["axes"], "the axes give more than 1,000,000 points");
   }
 
-  // The base is parsed once; a base that does not load makes every point invalid with its message.
+  // The base is parsed once; a base that cannot be read or parsed refuses the spec (values it cannot take make
+  // points invalid instead).
   std::unique_ptr<config::ConfigBase> base;
   try {
     base = std::make_unique<config::ConfigBase>(spec.base);

@@ -178,6 +178,13 @@ def test_no_wait_status_and_resume_find_the_running_job(cluster, tmp_path):
     assert job.isdigit()
     status = npusim("sweep", "spec.yaml", "--status", "-o", "out", env=cluster.env, cwd=tmp_path)
     assert status.returncode == 0 and f"slurm job {job}" in status.stdout
+    # A local sweep in the same folder would run the job's runs again beside it: refused while the job is there.
+    local = npusim("sweep", "spec.yaml", "-o", "out", env=cluster.env, cwd=tmp_path)
+    if f"slurm job {job} of this sweep is still queued or running" not in local.stderr:
+        # The job may have ended in between; then the local sweep merged it and found nothing left to run.
+        assert local.returncode == 0 and "0 to run" in local.stderr, local.stderr
+        return
+    assert local.returncode == 1 and f"scancel {job}" in local.stderr
     # Resuming while the job is queued or running waits for it instead of submitting the runs again.
     p = npusim("sweep", "spec.yaml", "--slurm", "-o", "out", env=cluster.env, cwd=tmp_path)
     assert p.returncode == 0, p.stderr + cluster.logs()

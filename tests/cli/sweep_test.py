@@ -29,14 +29,23 @@ def write(path, text):
 
 
 def rows(folder):
-    return [json.loads(line) for line in (folder / "results.jsonl").read_text().splitlines() if line.strip()]
+    out = []
+    for line in (folder / "results.jsonl").read_text().splitlines():
+        try:
+            out.append(json.loads(line))
+        except json.JSONDecodeError:  # a torn line
+            pass
+    return out
 
 
 def reports(folder):
     """key -> the run's saved report (reports.jsonl: one {"key", "report"} object a line)."""
     out = {}
     for line in (folder / "reports.jsonl").read_text().splitlines():
-        j = json.loads(line)
+        try:
+            j = json.loads(line)
+        except json.JSONDecodeError:  # a line torn by a kill, as npusim's own readers skip it
+            continue
         out[j["key"]] = j["report"]
     return out
 
@@ -455,3 +464,74 @@ def test_users_own_kernel_and_model_with_dims_run_from_another_folder(tmp_path):
     d = npusim("run", "tiny.onnx", "--dim", "batch=256", "--set", "hbm.pin_rate=3.2Gbps", "--json", cwd=user)
     assert r[(1, "tiny_b256")]["metrics"]["cycles"] == json.loads(d.stdout)["cycles"]
     assert r[(1, "tiny_b256")]["metrics"]["cycles"] > r[(1, "tiny_b8")]["metrics"]["cycles"]
+
+
+def test_a_runs_non_utf8_message_is_recorded_not_fatal(tmp_path):
+    # A user's kernel source in Latin-1 that does not compile: the compiler echoes its bytes into the error.
+    (tmp_path / "latin1.cpp").write_bytes(b'#include "kernel_operator.h"\n// caf\xe9\n'
+                                          b'extern "C" __global__ __aicore__ void k(GM_ADDR x) {}\n#error caf\xe9 \xff\n')
+    write(tmp_path / "spec.yaml", """\
+        workloads:
+          - kernel: latin1.cpp
+            args: [--block-dim, "1", --arg, "x=zeros:fp16:16"]
+          - op: add
+            params: {shape: 64x64}
+    """)
+    p = npusim("sweep", "spec.yaml", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    r = {x["workload"]: x for x in rows(tmp_path / "sweep-spec")}
+    assert r["latin1"]["status"] == "failed" and "does not compile" in r["latin1"]["error"]
+    assert "\ufffd" in r["latin1"]["error"] and r["add"]["status"] == "ok"
+    assert (tmp_path / "sweep-spec" / "logs" / f"{r['latin1']['key']}.err").read_bytes().count(b"\xe9") >= 1
+
+
+def test_torn_last_lines_are_skipped_and_ended(tmp_path):
+    write(tmp_path / "spec.yaml", """\
+        axes:
+          grid:
+            l2.capacity: [48MiB, 96MiB, 192MiB]
+        workloads:
+          - op: add
+            params: {shape: 64x64}
+    """)
+    assert npusim("sweep", "spec.yaml", cwd=tmp_path).returncode == 0
+    out = tmp_path / "sweep-spec"
+    lines = (out / "results.jsonl").read_text().splitlines()
+    # A kill while writing: the last row and the last report are cut short.
+    (out / "results.jsonl").write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2])
+    reps = (out / "reports.jsonl").read_text()
+    (out / "reports.jsonl").write_text(reps[: len(reps) - 40])
+    p = npusim("sweep", "spec.yaml", cwd=tmp_path)
+    assert p.returncode == 0 and "2 finished earlier" in p.stderr and "1 to run" in p.stderr, p.stderr
+    assert {x["status"] for x in rows(out)} == {"ok"} and len(rows(out)) == 3
+    # The torn report line was ended: the rerun's report is a line of its own and readable.
+    assert len(reports(out)) == 3
+
+
+@pytest.mark.parametrize("text, message", [
+    ("axes: {zip: {}}\nworkloads: [{op: add}]", "axes.zip has no axes"),
+    ("axes: {random: {count: 2, keys: {cores.aic: {min: 1, max: 4, log: maybe}}}}\nworkloads: [{op: add}]",
+     "axes.random.keys.cores.aic.log:"),
+    ("axes:\n  grid:\n" + "".join(f"    {k}: [1, 2, 3, 4, 5, 6, 7, 8, 9, 10]\n" for k in (
+        "cores.aic", "cores.aiv", "l2.slices", "l2.ways", "hbm.stacks", "vector.max_repeat", "queues.v")) +
+     "workloads: [{op: add}]", "axes.grid gives more than 1,000,000 points"),
+])
+def test_more_bad_specs(tmp_path, text, message):
+    (tmp_path / "spec.yaml").write_text(text)
+    p = npusim("sweep", "spec.yaml", "--dry-run", cwd=tmp_path, timeout=60)
+    assert p.returncode == 1 and message in p.stderr, p.stderr
+
+
+def test_log_uniform_integers_reach_both_ends(tmp_path):
+    write(tmp_path / "spec.yaml", """\
+        axes:
+          random:
+            seed: 3
+            count: 60
+            keys:
+              queues.v: {min: 1, max: 2, log: true}
+        workloads: [{op: add}]
+    """)
+    p = npusim("sweep", "spec.yaml", "--dry-run", cwd=tmp_path)
+    assert p.returncode == 0, p.stderr
+    assert "queues.v=1 " in p.stdout and "queues.v=2 " in p.stdout
