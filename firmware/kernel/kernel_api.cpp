@@ -1,5 +1,6 @@
 #include "firmware/kernel/kernel_api.hpp"
 
+#include "common/util/arith.hpp"
 #include "firmware/kernel/context.hpp"
 
 #include <algorithm>
@@ -299,8 +300,8 @@ std::uint64_t TPipe::allocate(Space s, std::uint64_t bytes, SourceLoc where) {
   KernelContext& c = ctx();
   const std::uint64_t align = c.engine->buffer_align(s), size = c.engine->buffer_size(s);
   std::uint64_t& next = c.next_free[static_cast<int>(s)];
-  const std::uint64_t addr = (next + align - 1) / align * align;
-  const std::uint64_t rounded = (bytes + align - 1) / align * align;
+  const std::uint64_t addr = ceil_to(next, align);
+  const std::uint64_t rounded = ceil_to(bytes, align);
   if (size == 0 || addr + rounded > size) {
     detail::bad_param("TPipe::InitBuffer", std::to_string(bytes) + " B in " + std::string(hw::isa::space_name(s)) +
                                                " does not fit: " + std::to_string(addr) + " B of " +

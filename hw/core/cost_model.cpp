@@ -4,10 +4,9 @@
 #include <cmath>
 #include <vector>
 
+#include "common/util/arith.hpp"
+
 namespace npusim::hw::core {
-namespace {
-std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
-}  // namespace
 
 std::uint64_t mmad_cycles(const config::CubeParams& cube, const config::FractalParams& f, std::uint64_t m,
                           std::uint64_t k, std::uint64_t n) {

@@ -6,6 +6,7 @@
 #include <limits>
 #include <vector>
 
+#include "common/util/arith.hpp"
 #include "common/util/error.hpp"
 
 namespace npusim::hw::isa {
@@ -13,8 +14,6 @@ namespace {
 
 constexpr std::uint64_t kFractalBytes = 512;
 
-std::uint64_t round_up(std::uint64_t v, std::uint64_t a) { return (v + a - 1) / a * a; }
-std::uint64_t ceil_div(std::uint64_t a, std::uint64_t b) { return (a + b - 1) / b; }
 
 bool is_float(DType t) { return t == DType::kFp16 || t == DType::kBf16 || t == DType::kFp32; }
 
@@ -317,7 +316,7 @@ void exec_copy(const Instr& in, MemoryView& mem) {
 }
 
 std::uint64_t pad_burst_bytes(const CopyArgs& c) {
-  return round_up(static_cast<std::uint64_t>(c.left_pad + c.right_pad) * c.elem_bytes + c.burst_bytes, 32);
+  return ceil_to(static_cast<std::uint64_t>(c.left_pad + c.right_pad) * c.elem_bytes + c.burst_bytes, 32);
 }
 
 void exec_copy_pad(const Instr& in, MemoryView& mem) {
@@ -332,7 +331,7 @@ void exec_copy_pad(const Instr& in, MemoryView& mem) {
       mem.gm_read(in.src0 + i * (static_cast<std::uint64_t>(c.burst_bytes) + c.src_gap),
                   d + static_cast<std::uint64_t>(c.left_pad) * c.elem_bytes, c.burst_bytes);
     } else {
-      const std::uint64_t ub_stride = round_up(c.burst_bytes, 32) + c.src_gap;
+      const std::uint64_t ub_stride = ceil_to(c.burst_bytes, 32) + c.src_gap;
       mem.gm_write(in.dst + i * (static_cast<std::uint64_t>(c.burst_bytes) + c.dst_gap),
                    mem.local(in.src_space, in.src0 + i * ub_stride, c.burst_bytes), c.burst_bytes);
     }
@@ -534,7 +533,7 @@ AccessList accesses(const Instr& in) {
         list.add(Space::kGm, in.src0, gm_span + (c.nburst - 1ULL) * c.src_gap, false, "src");
         list.add(in.dst_space, in.dst, c.nburst * pad_burst_bytes(c) + (c.nburst - 1ULL) * c.dst_gap, true, "dst");
       } else {
-        list.add(in.src_space, in.src0, c.nburst * round_up(c.burst_bytes, 32) + (c.nburst - 1ULL) * c.src_gap, false,
+        list.add(in.src_space, in.src0, c.nburst * ceil_to(c.burst_bytes, 32) + (c.nburst - 1ULL) * c.src_gap, false,
                  "src");
         list.add(Space::kGm, in.dst, gm_span + (c.nburst - 1ULL) * c.dst_gap, true, "dst");
       }

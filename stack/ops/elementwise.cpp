@@ -214,9 +214,9 @@ OpDef binary_op(const std::string& name, Bin op) {
     const std::uint64_t cores = chip.vector_units();
     // Split evenly over the cores, in whole 32 B blocks (a resident broadcast row: whole rows).
     const std::uint64_t unit = stream ? 32 / size : period;
-    const std::uint64_t units = (n + unit - 1) / unit;
-    const std::uint64_t per_block = (units + cores - 1) / cores * unit;
-    plan.block_dim = static_cast<std::uint32_t>((n + per_block - 1) / per_block);
+    const std::uint64_t units = ceil_div(n, unit);
+    const std::uint64_t per_block = ceil_div(units, cores) * unit;
+    plan.block_dim = static_cast<std::uint32_t>(ceil_div(n, per_block));
     plan.tiling = {{"tile_elements", static_cast<double>(tile)}, {"per_block", static_cast<double>(per_block)},
                    {"broadcast_period", static_cast<double>(period)}, {"streams_b", stream ? 1.0 : 0.0}};
     plan.kernel = [=](const std::vector<std::uint64_t>& buf) -> std::function<void()> {

@@ -6,14 +6,15 @@
 #include <cmath>
 #include <cstdint>
 
+#include "common/util/arith.hpp"
 #include "firmware/kernel/kernel_api.hpp"
 
 namespace npusim::stack::ops {
 
 using namespace fw::kernel;
 
-constexpr std::uint64_t ceil_to(std::uint64_t v, std::uint64_t m) { return (v + m - 1) / m * m; }
-constexpr std::uint64_t ceil_div(std::uint64_t v, std::uint64_t m) { return (v + m - 1) / m; }
+using npusim::ceil_div;
+using npusim::ceil_to;
 
 // Copies `n` contiguous elements GM -> UB; a length that is not whole 32 B blocks uses the padded copy.
 template <class T>

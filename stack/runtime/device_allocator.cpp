@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/util/arith.hpp"
 #include "common/util/error.hpp"
 
 namespace npusim::stack::runtime {
@@ -9,12 +10,12 @@ namespace npusim::stack::runtime {
 DeviceAllocator::DeviceAllocator(std::uint64_t base, std::uint64_t size, std::uint64_t alignment)
     : base_(base), size_(size), align_(alignment) {
   if (alignment == 0 || (alignment & (alignment - 1)) != 0) throw InputError("allocator alignment must be a power of two");
-  const std::uint64_t first = (base + align_ - 1) / align_ * align_;
+  const std::uint64_t first = ceil_to(base, align_);
   if (first < base + size) free_[first] = (base + size - first) / align_ * align_;
 }
 
 std::uint64_t DeviceAllocator::allocate(std::uint64_t bytes) {
-  const std::uint64_t need = std::max<std::uint64_t>(1, (bytes + align_ - 1) / align_) * align_;
+  const std::uint64_t need = std::max<std::uint64_t>(1, ceil_div(bytes, align_)) * align_;
   // Best fit: the smallest free block that holds the request; ties go to the lowest address.
   auto best = free_.end();
   for (auto it = free_.begin(); it != free_.end(); ++it)
