@@ -124,21 +124,36 @@ std::string report_line(const std::string& key, const json& report) {
   return "{\"key\":" + row_text(json(key)) + ",\"report\":" + row_text(report) + "}";
 }
 
+std::vector<std::string> jsonl_files(const std::string& dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& f : fs::directory_iterator(dir, ec))
+    if (f.path().filename().string().rfind(prefix, 0) == 0 && f.path().extension() == ".jsonl") out.push_back(f.path().string());
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+std::vector<std::string> slurm_files(const std::string& out_dir, const std::string& prefix) {
+  std::vector<std::string> out;
+  std::error_code ec;
+  for (const auto& job : fs::directory_iterator(out_dir + "/slurm", ec)) {
+    if (!job.is_directory()) continue;
+    const std::vector<std::string> more = jsonl_files(job.path().string(), prefix);
+    out.insert(out.end(), more.begin(), more.end());
+  }
+  std::sort(out.begin(), out.end());
+  return out;
+}
+
+void retire_slurm_parts(const std::string& out_dir) {
+  std::error_code ec;
+  for (const std::string& part : slurm_files(out_dir, "part-")) fs::rename(part, part + ".merged", ec);
+}
+
 ReportStore::ReportStore(const std::string& out_dir) {
   std::vector<std::string> files = {out_dir + "/reports.jsonl"};
-  std::error_code ec;
-  const fs::path slurm = fs::path(out_dir) / "slurm";
-  if (fs::is_directory(slurm, ec)) {
-    std::vector<std::string> parts;
-    for (const auto& job : fs::directory_iterator(slurm, ec)) {
-      if (!job.is_directory()) continue;
-      for (const auto& f : fs::directory_iterator(job.path(), ec))
-        if (f.path().filename().string().rfind("reports-", 0) == 0 && f.path().extension() == ".jsonl")
-          parts.push_back(f.path().string());
-    }
-    std::sort(parts.begin(), parts.end());
-    files.insert(files.end(), parts.begin(), parts.end());
-  }
+  const std::vector<std::string> parts = slurm_files(out_dir, "reports-");
+  files.insert(files.end(), parts.begin(), parts.end());
   const std::string prefix = "{\"key\":\"";
   for (const std::string& file : files) {
     std::ifstream f(file, std::ios::binary);

@@ -38,6 +38,13 @@ std::vector<nlohmann::json> read_rows(const std::string& path);
 // error), through a temporary file renamed into place.
 void write_csv(const std::string& path, const Spec& spec, const std::vector<nlohmann::json>& rows);
 
+// The .jsonl files of `dir` whose names start with `prefix` ("part-", "reports-"), sorted.
+std::vector<std::string> jsonl_files(const std::string& dir, const std::string& prefix);
+// The same over every Slurm job folder of a results folder (OUT/slurm/job-*/PREFIX*.jsonl).
+std::vector<std::string> slurm_files(const std::string& out_dir, const std::string& prefix);
+// Renames the Slurm jobs' part-*.jsonl to *.merged once their rows are in results.jsonl (their reports stay).
+void retire_slurm_parts(const std::string& out_dir);
+
 // A finished run's report as a line of a reports file: {"key":"KEY","report":{...}} (the key first, so an index
 // finds it without parsing the report).
 std::string report_line(const std::string& key, const nlohmann::json& report);

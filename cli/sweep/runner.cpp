@@ -38,20 +38,9 @@ std::vector<PlannedRun> plan_runs(const Spec& spec) {
 
 std::vector<json> read_all_rows(const std::string& out_dir) {
   std::vector<json> rows = read_rows(out_dir + "/results.jsonl");
-  const fs::path slurm = fs::path(out_dir) / "slurm";
-  std::error_code ec;
-  if (fs::is_directory(slurm, ec)) {
-    std::vector<fs::path> parts;
-    for (const auto& job : fs::directory_iterator(slurm, ec)) {
-      if (!job.is_directory()) continue;
-      for (const auto& f : fs::directory_iterator(job.path(), ec))
-        if (f.path().filename().string().rfind("part-", 0) == 0 && f.path().extension() == ".jsonl") parts.push_back(f.path());
-    }
-    std::sort(parts.begin(), parts.end());
-    for (const fs::path& part : parts) {
-      std::vector<json> more = read_rows(part.string());
-      rows.insert(rows.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
-    }
+  for (const std::string& part : slurm_files(out_dir, "part-")) {
+    std::vector<json> more = read_rows(part);
+    rows.insert(rows.end(), std::make_move_iterator(more.begin()), std::make_move_iterator(more.end()));
   }
   return rows;
 }
@@ -232,13 +221,7 @@ int run_local(const Spec& spec, const RunOptions& opts) {
   if (!part) {
     sort_rows(spec, done);
     write_record(spec, out, previous, done);
-    // The Slurm parts are merged into the record now (their reports stay where they are and are read from there).
-    fs::path slurm = fs::path(out) / "slurm";
-    if (fs::is_directory(slurm, ec))
-      for (const auto& job : fs::directory_iterator(slurm, ec))
-        for (const auto& f : fs::directory_iterator(job.path(), ec))
-          if (f.path().filename().string().rfind("part-", 0) == 0 && f.path().extension() == ".jsonl")
-            fs::rename(f.path(), f.path().string() + ".merged", ec);
+    retire_slurm_parts(out);  // their rows are in the record now
   }
 
   // The runs left, grouped by key (points with the same config share a run).

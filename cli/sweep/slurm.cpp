@@ -85,31 +85,21 @@ std::map<std::string, int> job_states(const std::string& job_id) {
 
 std::string state_path(const std::string& out) { return out + "/slurm/current.json"; }
 
-// Rewrites the results from results.jsonl and every part, and the CSV; renames the parts once the job is over.
-std::size_t merge(const Spec& spec, const std::string& out, bool job_over) {
+// Rewrites the results from results.jsonl and every part, and the CSV; retires the parts once the job is over.
+void merge(const Spec& spec, const std::string& out, bool job_over) {
   const std::vector<json> previous = read_all_rows(out);
   std::vector<json> rows = finished_rows(spec, out, previous, false);
   sort_rows(spec, rows);
   write_record(spec, out, previous, rows);
   write_csv(out + "/results.csv", spec, rows);
-  if (job_over) {
-    std::error_code ec;
-    for (const auto& job : fs::directory_iterator(out + "/slurm", ec)) {
-      if (!job.is_directory()) continue;
-      for (const auto& f : fs::directory_iterator(job.path(), ec))
-        if (f.path().filename().string().rfind("part-", 0) == 0 && f.path().extension() == ".jsonl")
-          fs::rename(f.path(), f.path().string() + ".merged", ec);
-    }
-  }
-  return rows.size();
+  if (job_over) retire_slurm_parts(out);
 }
 
+// The runs a job's tasks have reported so far.
 std::size_t part_rows(const std::string& job_dir) {
   std::set<std::string> keys;
-  std::error_code ec;
-  for (const auto& f : fs::directory_iterator(job_dir, ec))
-    if (f.path().filename().string().rfind("part-", 0) == 0 && f.path().extension() == ".jsonl")
-      for (const json& r : read_rows(f.path().string())) keys.insert(r["key"].get<std::string>());
+  for (const std::string& part : jsonl_files(job_dir, "part-"))
+    for (const json& r : read_rows(part)) keys.insert(r["key"].get<std::string>());
   return keys.size();
 }
 
