@@ -5,7 +5,6 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
-#include <cstdio>
 #include <filesystem>
 #include <optional>
 #include <random>
@@ -19,27 +18,17 @@
 #include "common/config/units.hpp"
 #include "common/util/error.hpp"
 #include "common/util/file.hpp"
+#include "common/util/hash.hpp"
 
 namespace npusim::cli::sweep {
 
 namespace fs = std::filesystem;
 
-std::string fnv_hex(const std::string& text) {
-  std::uint64_t h = 14695981039346656037ull;
-  for (unsigned char c : text) {
-    h ^= c;
-    h *= 1099511628211ull;
-  }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
-}
-
 std::string Point::key() const {
   if (!config_hash.empty()) return config_hash;
   std::string all;
   for (const auto& s : sets) all += s + "\n";
-  return "invalid-" + fnv_hex(all);
+  return "invalid-" + fnv1a_hex(all);
 }
 
 namespace {
@@ -332,7 +321,7 @@ Workload read_workload(const Reader& r, const YAML::Node& w, std::size_t index, 
   }
   std::string all;
   for (const auto& a : wl.argv) all += a + '\0';
-  wl.hash = fnv_hex(all);
+  wl.hash = fnv1a_hex(all);
   return wl;
 }
 

@@ -61,7 +61,4 @@ struct Spec {
 // load is kept, with the loader's message in `error`.
 Spec load_spec(const std::string& path);
 
-// 64-bit FNV-1a of a text, as 16 hex digits.
-std::string fnv_hex(const std::string& text);
-
 }  // namespace npusim::cli::sweep

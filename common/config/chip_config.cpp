@@ -5,6 +5,8 @@
 #include <string>
 #include <utility>
 
+#include "common/util/hash.hpp"
+
 namespace npusim::config {
 namespace {
 
@@ -63,7 +65,8 @@ void reflect(Visitor& v, ChipConfig& c) {
     v.integer("latency", c.cube.latency, U::kCycles, 16, "pipeline fill added once per Mmad (assumed)");
   }
   {
-    Group g(v, "vector", "Vector unit: cycles = latency + cycles_per_repeat x repeats - 1 (vendor cost model)");
+    Group g(v, "vector", "Vector unit: cycles = latency + ceil(cycles_per_repeat x repeats x 256 / bytes_per_repeat) - 1 "
+                         "(the vendor cost model's latency + 2 x repeats - 1 at 256 B)");
     v.integer("bytes_per_repeat", c.vector.bytes_per_repeat, U::kBytes, 256,
               "datapath width: bytes processed every cycles_per_repeat cycles (an instruction's repeat is 256 B; a "
               "narrower datapath takes proportionally longer per repeat)");
@@ -572,23 +575,12 @@ std::vector<ResolvedValue> resolved_values(const ChipConfig& c) {
 }
 
 std::string config_hash(const ChipConfig& c) {
-  std::uint64_t h = 14695981039346656037ull;
-  auto mix = [&](const std::string& s) {
-    for (unsigned char ch : s) {
-      h ^= ch;
-      h *= 1099511628211ull;
-    }
-  };
+  std::string all;
   for (const ResolvedValue& v : resolved_values(c)) {
     if (v.key == "name" || v.key == "description") continue;  // labels, not design points
-    mix(v.key);
-    mix("=");
-    mix(v.text);
-    mix("\n");
+    all += v.key + "=" + v.text + "\n";
   }
-  char buf[17];
-  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
-  return buf;
+  return fnv1a_hex(all);
 }
 
 }  // namespace npusim::config

@@ -301,28 +301,16 @@ LoadedConfig finish(Flat& flat, const std::string& top, Errors& errors, bool con
   return out;
 }
 
-LoadedConfig load_source(const Source& src, const std::vector<std::string>& overrides, bool consistency = true) {
+LoadedConfig load_source(const Source& src, const std::vector<std::string>& overrides) {
   Flat flat;
   Errors errors;
   std::set<std::string> chain;
   load_flat(src, flat, chain, errors);
   apply_overrides(overrides, flat);
-  return finish(flat, src.name, errors, consistency);
+  return finish(flat, src.name, errors, true);
 }
 
 }  // namespace
-
-LoadedConfig load_config(std::string_view spec, const std::vector<std::string>& overrides) {
-  LoadedConfig c = load_source(resolve(spec, {}, Origin{}), overrides);
-  c.source = std::string(spec);
-  return c;
-}
-
-LoadedConfig load_config_unchecked(std::string_view spec, const std::vector<std::string>& overrides) {
-  LoadedConfig c = load_source(resolve(spec, {}, Origin{}), overrides, false);
-  c.source = std::string(spec);
-  return c;
-}
 
 struct ConfigBase::Parsed {
   Flat flat;
@@ -346,6 +334,10 @@ LoadedConfig ConfigBase::load(const std::vector<std::string>& overrides, bool co
   LoadedConfig c = finish(flat, parsed_->name, errors, consistency);
   c.source = spec_;
   return c;
+}
+
+LoadedConfig load_config(std::string_view spec, const std::vector<std::string>& overrides) {
+  return ConfigBase(spec).load(overrides);
 }
 
 LoadedConfig load_config_text(std::string_view yaml, std::string_view source_name,

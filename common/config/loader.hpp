@@ -37,10 +37,6 @@ struct LoadedConfig {
 // after every file. Throws ConfigError listing every problem found, each with file, line and key.
 LoadedConfig load_config(std::string_view spec, const std::vector<std::string>& overrides = {});
 
-// The same without the checks between keys (every value is still parsed and range-checked): a sweep reads the
-// values of a point's config before its derived keys make it consistent (cores.aiv from cores.aic, say).
-LoadedConfig load_config_unchecked(std::string_view spec, const std::vector<std::string>& overrides = {});
-
 // A base config (a built-in name or a file, with its `extends:` chain) read and parsed once, then loaded with many
 // sets of overrides, as load_config(spec, overrides) would load each: a sweep's points share their base.
 class ConfigBase {
@@ -49,7 +45,8 @@ class ConfigBase {
   ~ConfigBase();
   ConfigBase(const ConfigBase&) = delete;
   ConfigBase& operator=(const ConfigBase&) = delete;
-  // `consistency` false skips the checks between keys, as load_config_unchecked.
+  // `consistency` false skips the checks between keys (every value is still parsed and range-checked): a sweep reads
+  // the values of a point's config before its derived keys make it consistent (cores.aiv from cores.aic, say).
   LoadedConfig load(const std::vector<std::string>& overrides, bool consistency = true) const;
 
  private:
