@@ -8,6 +8,7 @@
 #include <filesystem>
 
 #include "common/util/error.hpp"
+#include "common/util/self_exe.hpp"
 
 namespace npusim::cli {
 
@@ -20,8 +21,7 @@ namespace {
 std::string plot_script() {
   if (const char* env = std::getenv("NPUSIM_PLOT_SCRIPT")) return env;
   std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
+  if (const fs::path exe = self_executable(); !exe.empty()) {
     const fs::path installed = exe.parent_path().parent_path() / "share" / "npusim" / "npusim_plot.py";
     if (fs::exists(installed, ec)) return installed.string();
   }

@@ -12,6 +12,7 @@
 #include "cli/sweep/slurm.hpp"
 #include "cli/sweep/spec.hpp"
 #include "common/util/error.hpp"
+#include "common/util/self_exe.hpp"
 
 namespace npusim::cli {
 
@@ -21,9 +22,8 @@ using nlohmann::json;
 namespace {
 
 std::string self_exe() {
-  std::error_code ec;
-  const fs::path p = fs::read_symlink("/proc/self/exe", ec);
-  if (ec) throw InputError("cannot find the npusim binary (/proc/self/exe): " + ec.message());
+  const fs::path p = self_executable();
+  if (p.empty()) throw InputError("cannot find the npusim binary (/proc/self/exe is not readable)");
   return p.string();
 }
 

@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "common/util/error.hpp"
+#include "common/util/self_exe.hpp"
 #include "firmware/kernel/context.hpp"
 #include "firmware/kernel/sdk/npusim_kernel_entry.h"
 
@@ -188,10 +189,9 @@ std::vector<std::string> split_words(const char* s) {
 
 std::vector<std::string> sdk_include_dirs() {
   const std::string rel = "firmware/kernel/sdk/kernel_operator.h";
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  const fs::path exe = self_executable();
   std::vector<fs::path> roots;
-  if (!ec) roots.push_back(exe.parent_path().parent_path() / "include" / "npusim");  // installed: PREFIX/bin/npusim
+  if (!exe.empty()) roots.push_back(exe.parent_path().parent_path() / "include" / "npusim");  // installed: PREFIX/bin/npusim
   roots.push_back(NPUSIM_SOURCE_DIR);                                               // the build tree
   for (const fs::path& r : roots) {
     if (fs::is_regular_file(r / rel)) return {(r / "firmware/kernel/sdk").string(), r.string()};
