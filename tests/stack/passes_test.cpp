@@ -13,56 +13,13 @@
 #include "stack/graph/passes/passes.hpp"
 #include "stack/graph/passes/views.hpp"
 #include "stack/graph/streams.hpp"
+#include "support/graph_builder.hpp"
 
 namespace npusim::stack::graph {
 namespace {
 
-using Shape = std::vector<std::int64_t>;
-
-Dims dims(const Shape& s) {
-  Dims d;
-  for (auto v : s) d.push_back(Dim::of(v));
-  return d;
-}
-
-// A small graph builder: inputs, constants and nodes with the output shapes given (as ONNX inference would).
-struct Builder {
-  Graph g;
-  int next = 0;
-  ValueId input(const std::string& name, const Shape& s, ElemType t = ElemType::kFloat32) {
-    const ValueId v = g.add_value(name, t, dims(s));
-    g.inputs.push_back(v);
-    return v;
-  }
-  ValueId floats(const std::vector<float>& v, const Shape& s = {}) {
-    Tensor t{ElemType::kFloat32, s, std::vector<std::uint8_t>(v.size() * 4)};
-    std::memcpy(t.bytes.data(), v.data(), v.size() * 4);
-    return g.add_constant("c" + std::to_string(next++), t);
-  }
-  ValueId ints(const std::vector<std::int64_t>& v) {
-    Tensor t{ElemType::kInt64, {static_cast<std::int64_t>(v.size())}, std::vector<std::uint8_t>(v.size() * 8)};
-    std::memcpy(t.bytes.data(), v.data(), v.size() * 8);
-    return g.add_constant("i" + std::to_string(next++), t);
-  }
-  ValueId bools(const std::vector<bool>& v, const Shape& s) {
-    Tensor t{ElemType::kBool, s, std::vector<std::uint8_t>(v.size())};
-    for (std::size_t i = 0; i < v.size(); ++i) t.bytes[i] = v[i];
-    return g.add_constant("b" + std::to_string(next++), t);
-  }
-  ValueId op(const std::string& type, std::vector<ValueId> in, const Shape& out, std::map<std::string, Attribute> attrs = {},
-             ElemType t = ElemType::kFloat32) {
-    const ValueId o = g.add_value(type + "_" + std::to_string(next) + "_out", t, dims(out));
-    Node n;
-    n.name = type + "_" + std::to_string(next++);
-    n.op_type = type;
-    n.inputs = std::move(in);
-    n.outputs = {o};
-    n.attrs = std::move(attrs);
-    g.add_node(std::move(n));
-    return o;
-  }
-  NodeId node_of(ValueId v) const { return g.value(v).producer; }
-};
+using test::Builder;
+using test::Shape;
 
 std::vector<std::string> live_ops(const Graph& g) {
   std::vector<std::string> out;

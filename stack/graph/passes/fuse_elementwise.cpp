@@ -2,7 +2,8 @@
 // npusim.FusedElementwise node whose `expr` attribute is the chain as an expression over its external inputs (the
 // fused_elementwise library op computes it tile by tile in the UB, reading each input and writing the result once).
 // x * Sigmoid(x) is recognised as silu(x); the activations with attributes (LeakyRelu, Elu, Selu, HardSigmoid,
-// Softplus, Softsign) join as their expressions (activations.hpp).
+// Softplus, Softsign) join as their expressions (onnx_ops/activations.hpp); which ops are elementwise, and their
+// functions, the op table says.
 //
 // A group grows from a root (its output may be used anywhere) towards the producers of its inputs; a producer joins
 // when it is elementwise, its output has the root's shape and every use of it is inside the group (so no
@@ -13,7 +14,8 @@
 #include <algorithm>
 #include <set>
 
-#include "stack/graph/activations.hpp"
+#include "stack/graph/onnx_ops/activations.hpp"
+#include "stack/graph/onnx_ops/op_table.hpp"
 #include "stack/graph/passes/match.hpp"
 #include "stack/graph/passes/passes.hpp"
 #include "stack/graph/passes/views.hpp"
@@ -28,17 +30,11 @@ constexpr std::size_t kMaxNodes = 32, kMaxInputs = 8, kMaxExpr = 2048;
 // An expression past kMaxExpr characters (values used twice in a group are written out twice).
 struct TooLong {};
 
-const std::map<std::string, std::string>& functions() {
-  static const std::map<std::string, std::string> f = {
-      {"Add", "add"}, {"Sub", "sub"}, {"Mul", "mul"}, {"Div", "div"}, {"Max", "max"}, {"Min", "min"},
-      {"Neg", "neg"}, {"Exp", "exp"}, {"Log", "log"}, {"Sqrt", "sqrt"}, {"Reciprocal", "reciprocal"}, {"Abs", "abs"},
-      {"Relu", "relu"}, {"Sigmoid", "sigmoid"}, {"Tanh", "tanh"}, {"Erf", "erf"}, {"Pow", "pow"}, {"Where", "where"},
-      {"npusim.Gelu", "gelu"}, {"LeakyRelu", ""}, {"Elu", ""}, {"Selu", ""}, {"HardSigmoid", ""}, {"Softplus", ""},
-      {"Softsign", ""}};  // "": an activation written by activation_expr
-  return f;
+// The op's function in fused_elementwise expressions ("" for none; activations are written by activation_expr).
+const onnx_ops::OpInfo* elementwise_op(const Node& n) {
+  const onnx_ops::OpInfo* op = onnx_ops::find_op(n);
+  return op && (!op->expression.empty() || op->activation) ? op : nullptr;
 }
-
-std::string key(const Node& n) { return n.domain.empty() ? n.op_type : n.domain + "." + n.op_type; }
 
 bool shape_is(const Value& v, const std::vector<std::int64_t>& s) {
   const auto vs = static_shape(v);
@@ -64,16 +60,17 @@ bool external_ok(const Graph& g, ValueId v, const std::vector<std::int64_t>& out
 
 // Whether node n can be in a group whose values have shape `out` and type `t`.
 bool fusable(const Graph& g, const Node& n, const std::vector<std::int64_t>& out, ElemType t) {
-  const auto f = functions().find(key(n));
-  if (f == functions().end() || n.outputs.size() != 1 || !shape_is(g.value(n.outputs[0]), out) || g.value(n.outputs[0]).type != t) return false;
+  const onnx_ops::OpInfo* op = elementwise_op(n);
+  if (!op || n.outputs.size() != 1 || !shape_is(g.value(n.outputs[0]), out) || g.value(n.outputs[0]).type != t) return false;
   if (n.op_type == "Pow") {
     if (n.inputs.size() != 2) return false;
     const auto e = scalar_constant(g, n.inputs.at(1));
     static const double ok[] = {2.0, 3.0, 0.5, -1.0, -0.5};
     if (!e || std::find(std::begin(ok), std::end(ok), *e) == std::end(ok)) return false;
   }
-  const std::size_t arity = n.op_type == "Where" ? 3 : f->second == "add" || f->second == "sub" || f->second == "mul" || f->second == "div" ||
-                                                              f->second == "max" || f->second == "min" || f->second == "pow" ? 2 : 1;
+  // The arity of its function in the expression language (Max and Min of more than two inputs do not join).
+  const std::string& fn = op->expression;
+  const std::size_t arity = fn == "where" ? 3 : fn == "add" || fn == "sub" || fn == "mul" || fn == "div" || fn == "max" || fn == "min" || fn == "pow" ? 2 : 1;
   if (n.inputs.size() != arity) return false;
   for (std::size_t k = 0; k < n.inputs.size(); ++k) {
     const ValueId v = n.inputs[k];
@@ -116,8 +113,9 @@ class ExprBuilder {
         if (sp >= 0 && group_.count(sp) && g_.node(sp).op_type == "Sigmoid" && g_.node(sp).inputs[0] == x) return "silu(" + of(x) + ")";
       }
     }
-    std::string fn = functions().at(key(n));
-    if (fn.empty()) return *activation_expr(n, of(n.inputs[0]));
+    const onnx_ops::OpInfo* op = elementwise_op(n);
+    if (op->activation) return *onnx_ops::activation_expr(n, of(n.inputs[0]));
+    std::string fn = op->expression;
     if (fn == "gelu") {
       const Attribute* a = n.attr("approximate");
       if (a && a->s == "tanh") fn = "gelu_tanh";

@@ -3,27 +3,17 @@
 
 #include <algorithm>
 #include <cmath>
-#include <map>
 #include <string>
 #include <optional>
 
 #include "stack/graph/graph.hpp"
+#include "stack/graph/onnx_ops/op_table.hpp"
 
 namespace npusim::stack::graph::passes {
 
-// Whether a node has the inputs its op type always takes (ONNX's checks may let a malformed node through; the
-// passes index inputs by position, and the lowering reports the node by name).
-inline bool well_formed(const Node& n) {
-  static const std::map<std::string, std::size_t> need = {
-      {"Add", 2}, {"Sub", 2}, {"Mul", 2}, {"Div", 2}, {"Pow", 2}, {"MatMul", 2}, {"Where", 3}, {"Max", 2}, {"Min", 2},
-      {"Slice", 3}, {"Reshape", 2}, {"Expand", 2}, {"Gemm", 2}, {"LayerNormalization", 2}};
-  const auto it = need.find(n.op_type);
-  const std::size_t k = it == need.end() ? 1 : it->second;
-  if (n.inputs.size() < k || n.outputs.empty() || n.outputs[0] == kNoValue) return false;
-  for (std::size_t i = 0; i < k; ++i)
-    if (n.inputs[i] == kNoValue) return false;
-  return true;
-}
+// Whether a node has the inputs its op always takes (the op table's arity; ONNX's checks may let a malformed node
+// through, and the passes index inputs by position).
+using onnx_ops::well_formed;
 
 // One consumer, and not a graph output: a value a pass may remove.
 inline bool single_use(const Graph& g, ValueId v) {

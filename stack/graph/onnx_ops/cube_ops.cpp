@@ -1,0 +1,134 @@
+// Cube ops: MatMul, Gemm, npusim.MatMulBias (fuse_matmul_epilogue) and npusim.FlashAttention (fuse_attention).
+// float32 operands run on the Cube in fp16, as CANN's default `allow_fp32_to_fp16`: activations cast on the device,
+// weights converted at compile time, the result cast back (Lowerer::to_half, widen).
+#include <algorithm>
+#include <map>
+
+#include "stack/graph/onnx_ops/lowerer.hpp"
+#include "stack/graph/onnx_ops/op_table.hpp"
+
+namespace npusim::stack::graph::onnx_ops {
+
+namespace {
+
+using hw::isa::DType;
+
+void lower_matmul(Lowerer& l, const Node& n) {
+  int a = l.in(n, 0), b = l.in(n, 1);
+  const int o = l.out(n, 0);
+  const bool gemm = n.op_type == "Gemm", fused = n.op_type == "MatMulBias";
+  const bool ta = gemm && n.attr_int("transA", 0), tb = gemm && n.attr_int("transB", 0);
+  if (gemm && (n.attr_float("alpha", 1.0f) != 1.0f || n.attr_float("beta", 1.0f) != 1.0f)) l.fail(n, "alpha and beta must be 1");
+  const ops::Shape sa = l.t(a).desc.shape, sb = l.t(b).desc.shape;
+  ops::MatMulCall call;
+  std::uint64_t M = 0, K = 0, N = 0, batch = 1;
+  if (sb.size() == 2 && sa.size() >= 2) {  // [..., M, K] x [K, N]: the leading dims fold into M
+    K = ta ? sa[0] : sa.back();
+    M = ta ? sa[1] : ops::elements(sa) / K;
+    N = tb ? sb[0] : sb[1];
+    if ((tb ? sb[1] : sb[0]) != K) l.fail(n, "K differs: " + ops::shape_string(sa) + " x " + ops::shape_string(sb));
+  } else if (sa.size() == sb.size() && sa.size() >= 3 && !gemm && std::equal(sa.begin(), sa.end() - 2, sb.begin())) {
+    batch = ops::elements(sa) / (sa[sa.size() - 2] * sa.back());  // equal leading (batch) dims
+    M = sa[sa.size() - 2];
+    K = sa.back();
+    N = sb.back();
+    if (sb[sb.size() - 2] != K) l.fail(n, "K differs: " + ops::shape_string(sa) + " x " + ops::shape_string(sb));
+  } else {
+    l.fail(n, "shapes " + ops::shape_string(sa) + " x " + ops::shape_string(sb) + " are not supported (2-D weights or equal batch dims)");
+  }
+  if (fused) {
+    static const std::map<std::string, ops::MatMulAct> acts = {
+        {"none", ops::MatMulAct::kNone}, {"relu", ops::MatMulAct::kRelu}, {"gelu", ops::MatMulAct::kGelu}, {"gelu_tanh", ops::MatMulAct::kGeluTanh}};
+    if (const Attribute* act = n.attr("act")) {
+      const auto it = acts.find(act->s);
+      if (it == acts.end()) l.fail(n, "the activation '" + act->s + "' is not one of none, relu, gelu, gelu_tanh");
+      call.act = it->second;
+    }
+  }
+  call.trans_a = ta;
+  call.trans_b = tb;
+  const DType dt = l.t(a).desc.dtype;
+  const DType cube = dt == DType::kFp32 ? DType::kFp16 : dt;
+  a = l.to_half(n, a, cube, "a");
+  b = l.to_half(n, b, cube, "b");
+  std::vector<int> ins{a, b};
+  if ((gemm || fused) && n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
+    const int c = l.in(n, 2);
+    if (ops::elements(l.t(c).desc.shape) != N) l.fail(n, "the bias must have N = " + std::to_string(N) + " elements");
+    ins.push_back(l.to_half(n, c, cube, "bias"));
+    call.bias = true;
+  }
+  int result = o;
+  if (l.t(o).desc.dtype != cube) result = l.temp(n.name + "/out_fp16", ops::TensorDesc{l.t(o).desc.shape, cube});
+  l.step(n, "matmul", call, ins, {result});
+  // The op's own view of its inputs: A as M x K (K x M transposed), B as K x N (N x K), batched as [B, ...].
+  std::vector<ops::Shape>& shapes = l.program().steps.back().shapes;
+  shapes.push_back(batch > 1 ? ops::Shape{batch, M, K} : (ta ? ops::Shape{K, M} : ops::Shape{M, K}));
+  shapes.push_back(batch > 1 ? ops::Shape{batch, K, N} : (tb ? ops::Shape{N, K} : ops::Shape{K, N}));
+  if (ins.size() > 2) shapes.push_back(ops::Shape{N});
+  l.widen(n, result, o);
+}
+
+// A positive int attribute of at most 2^20 as a dim of the call.
+std::uint32_t dim_attr(const Lowerer& l, const Node& n, std::int64_t v, const char* attr) {
+  if (v <= 0 || v > (1 << 20)) l.fail(n, std::string("the '") + attr + "' attribute has " + std::to_string(v));
+  return static_cast<std::uint32_t>(v);
+}
+
+// Q, K, V are the buffers the pass found under the layout nodes, read with the per-tensor layouts (strides and
+// offsets) it computed; O is written the same way into its final tensor.
+void lower_attention(Lowerer& l, const Node& n) {
+  const Attribute* shape = n.attr("shape");
+  if (!shape || shape->ints.size() != 6) l.fail(n, "the 'shape' attribute (B, N, KVN, S, SK, D) is missing");
+  int q = l.in(n, 0), k = l.in(n, 1), v = l.in(n, 2);
+  const int o = l.out(n, 0);
+  const DType dt = l.t(q).desc.dtype, cube = dt == DType::kFp32 ? DType::kFp16 : dt;
+  ops::FlashAttentionCall call;
+  std::uint32_t* dims[] = {&call.B, &call.N, &call.KVN, &call.S, &call.SK, &call.D};
+  for (std::size_t i = 0; i < 6; ++i) *dims[i] = dim_attr(l, n, shape->ints[i], "shape");
+  call.causal = n.attr_int("causal", 0) != 0;
+  call.scale = n.attr_float("scale", 1.0f);
+  for (auto [tn, strides] : {std::pair{"q", &call.q}, {"k", &call.k}, {"v", &call.v}, {"o", &call.o}}) {
+    const Attribute* lay = n.attr(std::string(tn) + "_layout");
+    if (!lay || lay->ints.size() != 4) l.fail(n, std::string("the '") + tn + "_layout' attribute (b, n, s strides, offset) is missing");
+    for (auto x : lay->ints)
+      if (x < 0) l.fail(n, std::string("the '") + tn + "_layout' attribute has a negative stride or offset");
+    *strides = ops::AttentionStrides{static_cast<std::uint64_t>(lay->ints[0]), static_cast<std::uint64_t>(lay->ints[1]),
+                                     static_cast<std::uint64_t>(lay->ints[2]), static_cast<std::uint64_t>(lay->ints[3])};
+  }
+  q = l.to_half(n, q, cube, "q");
+  k = l.to_half(n, k, cube, "k");
+  v = l.to_half(n, v, cube, "v");
+  std::vector<int> ins{q, k, v};
+  if (n.inputs.size() > 3 && n.inputs[3] != kNoValue) {
+    int m = l.in(n, 3);
+    if (l.t(m).desc.dtype != cube) m = l.to_half(n, m, cube, "mask");
+    ins.push_back(m);
+    call.mask = true;
+    if (const Attribute* ms = n.attr("mask_shape")) {
+      if (ms->ints.size() != 3) l.fail(n, "the 'mask_shape' attribute (batch, head, row dims of the mask) is not three ints");
+      std::vector<std::uint32_t> dims3;
+      for (auto x : ms->ints) dims3.push_back(dim_attr(l, n, x, "mask_shape"));
+      call.mask_shape = dims3;
+    }
+  }
+  int result = o;
+  if (l.t(o).desc.dtype != cube) result = l.temp(n.name + "/out_fp16", ops::TensorDesc{l.t(o).desc.shape, cube});
+  l.step(n, "flash_attention", call, ins, {result});
+  l.widen(n, result, o);
+}
+
+}  // namespace
+
+void add_cube_ops(std::vector<OpInfo>& table) {
+  table.push_back({"", "MatMul", 2, 2, {}, ShapeRule::kOwn, "", false, nullptr, true, lower_matmul,
+                   "`matmul` (`[..., M, K] x [K, N]` with the leading dims folded into M, or equal leading batch dims)"});
+  table.push_back({"", "Gemm", 2, 3, {"transA", "transB", "alpha", "beta"}, ShapeRule::kOwn, "", false, nullptr, true, lower_matmul,
+                   "`matmul` with `trans_a`, `trans_b` and the bias (alpha = beta = 1)"});
+  table.push_back({"npusim", "MatMulBias", 2, 3, {"act"}, ShapeRule::kOwn, "", false, nullptr, true, lower_matmul,
+                   "`matmul` with `bias` and `act` (none, relu, gelu, gelu_tanh)"});
+  table.push_back({"npusim", "FlashAttention", 3, 4, {"shape", "causal", "scale", "q_layout", "k_layout", "v_layout", "o_layout", "mask_shape"},
+                   ShapeRule::kOwn, "", false, nullptr, true, lower_attention, "`flash_attention` with per-tensor strides and the mask's shape"});
+}
+
+}  // namespace npusim::stack::graph::onnx_ops

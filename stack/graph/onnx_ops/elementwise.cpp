@@ -1,0 +1,219 @@
+// Elementwise ops: binary arithmetic (with broadcasting), Pow, the unary functions, the variadic Max/Min/Sum/Mean,
+// Where, and the comparisons and logic that only shape and mask arithmetic uses (host only). On the device: the
+// binary and unary library ops, or one fused_elementwise expression.
+#include <algorithm>
+#include <cmath>
+#include <map>
+
+#include "stack/graph/onnx_ops/lowerer.hpp"
+#include "stack/graph/onnx_ops/op_table.hpp"
+
+namespace npusim::stack::graph::onnx_ops {
+
+namespace {
+
+using Fd = double (*)(double, double);
+using Fi = std::int64_t (*)(std::int64_t, std::int64_t);
+
+// A binary op's fold over broadcast inputs: `fd` on doubles, `fi` on exact integers (none: through fd); comparisons
+// and logic (`to_bool`) give bool.
+FoldRule binary_fold(Fd fd, Fi fi, bool to_bool) {
+  return [fd, fi, to_bool](const FoldArgs& a) -> std::vector<HostArray> {
+    if (a.in.size() != 2) throw NoFold{};  // Max and Min of more than two inputs
+    const HostArray &x = a.need(0), &y = a.need(1);
+    const auto shape = broadcast_shape({x.shape, y.shape});
+    const bool ints_in = x.is_int() && y.is_int();
+    return {make(to_bool ? ElemType::kBool : x.type, shape,
+                 [&](std::int64_t k) { return fd(x.num(bcast_index(x.shape, shape, k)), y.num(bcast_index(y.shape, shape, k))); },
+                 [&](std::int64_t k) {
+                   const std::int64_t xi = bcast_index(x.shape, shape, k), yi = bcast_index(y.shape, shape, k);
+                   if (ints_in && fi) return fi(x.i[static_cast<std::size_t>(xi)], y.i[static_cast<std::size_t>(yi)]);
+                   if (ints_in) return to_int(fd(static_cast<double>(x.i[static_cast<std::size_t>(xi)]), static_cast<double>(y.i[static_cast<std::size_t>(yi)])));
+                   return to_int(fd(x.num(xi), y.num(yi)));
+                 })};
+  };
+}
+
+// A unary op's fold: `fd` on doubles, `fi` on integers (none: integers are not folded).
+FoldRule unary_fold(double (*fd)(double), std::int64_t (*fi)(std::int64_t)) {
+  return [fd, fi](const FoldArgs& a) -> std::vector<HostArray> {
+    const HostArray& x = a.need(0);
+    return {make(x.type, x.shape, [&](std::int64_t k) { return fd(x.f[static_cast<std::size_t>(k)]); }, [&](std::int64_t k) {
+      if (!fi) throw NoFold{};
+      return fi(x.i[static_cast<std::size_t>(k)]);
+    })};
+  };
+}
+
+// Add, Sub, Mul, Div: broadcasting of trailing dims or of a per-row scalar; Add and Mul swap operands; a scalar
+// constant becomes a row; Div(1, x) is reciprocal; any other numpy broadcast expands the inputs first.
+void lower_binary(Lowerer& l, const Node& n) {
+  const std::string& op = n.op_type;
+  int a = l.in(n, 0), b = l.in(n, 1);
+  const ops::Shape sa = l.t(a).desc.shape, sb = l.t(b).desc.shape;
+  auto trailing = [](ops::Shape small, const ops::Shape& big) {
+    const bool column = small.size() == big.size() && big.size() >= 2 && small.back() == 1 &&
+                        std::equal(small.begin(), small.end() - 1, big.begin());  // a per-row scalar
+    while (small.size() > 1 && small.front() == 1) small.erase(small.begin());
+    return column || (small.size() <= big.size() && std::equal(small.begin(), small.end(), big.end() - static_cast<std::ptrdiff_t>(small.size())));
+  };
+  if (op == "Div" && ops::elements(sa) == 1 && !l.t(a).constant.empty() && ops::elements(sb) > 1) {
+    const auto one = l.graph().value(n.inputs[0]).constant->as_doubles();
+    if (one.size() == 1 && one[0] == 1.0) {  // 1 / x
+      l.step(n, "reciprocal", ops::Operands{}, {b}, {l.out(n, 0)});
+      return;
+    }
+  }
+  if (!trailing(sb, sa)) {
+    if ((op == "Add" || op == "Mul") && trailing(sa, sb)) {
+      std::swap(a, b);
+    } else if (ops::elements(sb) == 1 && !l.t(b).constant.empty()) {
+      // A scalar constant: widened to a row of the last dim on the host.
+      const std::uint64_t h = sa.back(), es = hw::isa::dtype_bytes(l.t(b).desc.dtype);
+      const int wide = l.temp(l.t(b).name + "/row", ops::TensorDesc{ops::Shape{h}, l.t(b).desc.dtype});
+      for (std::uint64_t i = 0; i < h; ++i)
+        l.t(wide).constant.insert(l.t(wide).constant.end(), l.t(b).constant.begin(), l.t(b).constant.begin() + static_cast<std::ptrdiff_t>(es));
+      b = wide;
+    } else {
+      const ops::Shape o = l.t(l.out(n, 0)).desc.shape;
+      a = l.expanded(n, a, o);
+      b = l.expanded(n, b, o);
+    }
+  }
+  if (l.t(a).desc.dtype != l.t(b).desc.dtype) l.fail(n, "inputs of different dtypes");
+  std::string name = op;
+  std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+  l.step(n, name, ops::Operands{}, {a, b}, {l.out(n, 0)});
+}
+
+// Pow with a constant exponent: x^2 as x * x, x^0.5 as sqrt, other small ones as one fused expression.
+void lower_pow(Lowerer& l, const Node& n) {
+  const Value& e = l.graph().value(n.inputs.at(1));
+  if (!e.constant || e.constant->elements() != 1) l.fail(n, "the exponent must be a constant scalar");
+  const double ex = e.constant->as_doubles()[0];
+  const int x = l.in(n, 0);
+  static const std::map<double, std::string> forms = {
+      {1.0, "x0"}, {3.0, "mul(mul(x0,x0),x0)"}, {4.0, "mul(mul(x0,x0),mul(x0,x0))"}, {-1.0, "reciprocal(x0)"},
+      {-2.0, "reciprocal(mul(x0,x0))"}, {-0.5, "rsqrt(x0)"}, {1.5, "mul(x0,sqrt(x0))"}};
+  if (ex == 2.0)
+    l.step(n, "mul", ops::Operands{}, {x, x}, {l.out(n, 0)});
+  else if (ex == 0.5)
+    l.step(n, "sqrt", ops::Operands{}, {x}, {l.out(n, 0)});
+  else if (const auto f = forms.find(ex); f != forms.end())
+    l.step(n, "fused_elementwise", ops::FusedElementwiseCall{f->second, l.t(x).desc.shape}, {x}, {l.out(n, 0)});
+  else
+    l.fail(n, "the exponent " + num(ex) + " is not supported (2, 0.5, 3, 4, 1.5, 1, -0.5, -1, -2 are)");
+}
+
+// The unary library op of the op's lower-case name.
+void lower_unary(Lowerer& l, const Node& n) {
+  std::string name = n.op_type;
+  std::transform(name.begin(), name.end(), name.begin(), ::tolower);
+  l.step(n, name, ops::Operands{}, {l.in(n, 0)}, {l.out(n, 0)});
+}
+
+// Max, Min, Sum, Mean of any number of inputs as one expression.
+void lower_variadic(Lowerer& l, const Node& n) {
+  const std::string& op = n.op_type;
+  for (ValueId v : n.inputs)
+    if (v == kNoValue) l.fail(n, "an input is missing");
+  auto chain = [](const char* fn, const std::vector<std::string>& a) {
+    std::string e = a.at(0);
+    for (std::size_t k = 1; k < a.size(); ++k) e = std::string(fn) + "(" + e + "," + a[k] + ")";
+    return e;
+  };
+  l.expression(n, op, n.inputs, [&](const auto& a) {
+    if (op == "Mean") return "mul(" + chain("add", a) + "," + num(1.0 / static_cast<double>(a.size())) + ")";
+    return chain(op == "Max" ? "max" : op == "Min" ? "min" : "add", a);
+  });
+}
+
+std::vector<HostArray> fold_where(const FoldArgs& args) {
+  const HostArray &x = args.need(0), &a = args.need(1), &b = args.need(2);
+  const auto shape = broadcast_shape({x.shape, a.shape, b.shape});
+  auto pick = [&](std::int64_t k) { return x.num(bcast_index(x.shape, shape, k)) != 0; };
+  return {make(a.type, shape,
+               [&](std::int64_t k) { return pick(k) ? a.num(bcast_index(a.shape, shape, k)) : b.num(bcast_index(b.shape, shape, k)); },
+               [&](std::int64_t k) {
+                 return pick(k) ? a.i[static_cast<std::size_t>(bcast_index(a.shape, shape, k))]
+                                : b.i[static_cast<std::size_t>(bcast_index(b.shape, shape, k))];
+               })};
+}
+
+void lower_where(Lowerer& l, const Node& n) {
+  if (!l.graph().value(n.inputs.at(0)).constant) l.fail(n, "the condition must be a constant (bool tensors do not live on the device)");
+  l.expression(n, "Where", n.inputs, [](const auto& a) { return "where(" + a[0] + "," + a[1] + "," + a[2] + ")"; });
+}
+
+std::int64_t int_div(std::int64_t a, std::int64_t b) {
+  if (b == 0) throw NoFold{};
+  return a / b;  // integer division truncates, as ONNX Runtime's
+}
+
+}  // namespace
+
+void add_elementwise(std::vector<OpInfo>& table) {
+  const std::string binary_text =
+      "`add`, `sub`, `mul`, `div`, broadcasting trailing dims or a per-row scalar (Add and Mul swap operands; a scalar "
+      "constant becomes a row; `Div(1, x)` is `reciprocal`; any other numpy broadcast expands the inputs first)";
+  auto binary = [&](const char* type, const char* fn, Fd fd, Fi fi) {
+    table.push_back({"", type, 2, 2, {}, ShapeRule::kBroadcast, fn, false, binary_fold(fd, fi, false), true, lower_binary, binary_text});
+  };
+  binary("Add", "add", [](double a, double b) { return a + b; }, [](std::int64_t a, std::int64_t b) { return a + b; });
+  binary("Sub", "sub", [](double a, double b) { return a - b; }, [](std::int64_t a, std::int64_t b) { return a - b; });
+  binary("Mul", "mul", [](double a, double b) { return a * b; }, [](std::int64_t a, std::int64_t b) { return a * b; });
+  binary("Div", "div", [](double a, double b) { return a / b; }, int_div);
+  table.push_back({"", "Pow", 2, 2, {}, ShapeRule::kBroadcast, "pow", false,
+                   binary_fold([](double a, double b) { return std::pow(a, b); },
+                               [](std::int64_t a, std::int64_t b) { return to_int(std::pow(static_cast<double>(a), static_cast<double>(b))); }, false),
+                   true, lower_pow,
+                   "constant exponents: 2 as `mul(x, x)`, 0.5 as `sqrt`; 3, 4, 1.5, 1, -0.5, -1, -2 as one `fused_elementwise` expression"});
+
+  const std::string variadic_text = "one `fused_elementwise` expression over any number of inputs";
+  auto variadic = [&](const char* type, const char* fn, FoldRule fold) {
+    table.push_back({"", type, 1, kVariadic, {}, ShapeRule::kBroadcast, fn, false, std::move(fold), true, lower_variadic, variadic_text});
+  };
+  variadic("Max", "max", binary_fold([](double a, double b) { return std::max(a, b); },
+                                     [](std::int64_t a, std::int64_t b) { return std::max(a, b); }, false));
+  variadic("Min", "min", binary_fold([](double a, double b) { return std::min(a, b); },
+                                     [](std::int64_t a, std::int64_t b) { return std::min(a, b); }, false));
+  variadic("Sum", "", nullptr);
+  variadic("Mean", "", nullptr);
+
+  // Unary: Neg..Log fold too; Floor, Ceil and Not are host only.
+  const std::string unary_text = "the unary op of the same name (`relu`, `exp`...)";
+  auto unary = [&](const char* type, const char* fn, FoldRule fold, bool device) {
+    table.push_back({"", type, 1, 1, {}, ShapeRule::kSameAsX, fn, false, std::move(fold), true, device ? LowerRule(lower_unary) : nullptr,
+                     device ? unary_text : ""});
+  };
+  unary("Neg", "neg", unary_fold([](double v) { return -v; }, [](std::int64_t v) { return -v; }), true);
+  unary("Abs", "abs", unary_fold([](double v) { return std::fabs(v); }, [](std::int64_t v) { return v < 0 ? -v : v; }), true);
+  unary("Sqrt", "sqrt", unary_fold([](double v) { return std::sqrt(v); }, nullptr), true);
+  unary("Reciprocal", "reciprocal", unary_fold([](double v) { return 1.0 / v; }, nullptr), true);
+  unary("Exp", "exp", unary_fold([](double v) { return std::exp(v); }, nullptr), true);
+  unary("Log", "log", unary_fold([](double v) { return std::log(v); }, nullptr), true);
+  unary("Relu", "relu", nullptr, true);
+  unary("Sigmoid", "sigmoid", nullptr, true);
+  unary("Tanh", "tanh", nullptr, true);
+  unary("Erf", "erf", nullptr, true);
+  unary("Floor", "", unary_fold([](double v) { return std::floor(v); }, [](std::int64_t v) { return v; }), false);
+  unary("Ceil", "", unary_fold([](double v) { return std::ceil(v); }, [](std::int64_t v) { return v; }), false);
+  unary("Not", "", unary_fold([](double v) { return v == 0 ? 1.0 : 0.0; }, [](std::int64_t v) { return std::int64_t{v == 0}; }), false);
+
+  // Comparisons and logic (bool results): host only.
+  auto logic = [&](const char* type, Fd fd) {
+    table.push_back({"", type, 2, 2, {}, ShapeRule::kBroadcast, "", false, binary_fold(fd, nullptr, true), true, nullptr, ""});
+  };
+  logic("Equal", [](double a, double b) -> double { return a == b; });
+  logic("Less", [](double a, double b) -> double { return a < b; });
+  logic("Greater", [](double a, double b) -> double { return a > b; });
+  logic("LessOrEqual", [](double a, double b) -> double { return a <= b; });
+  logic("GreaterOrEqual", [](double a, double b) -> double { return a >= b; });
+  logic("And", [](double a, double b) -> double { return a != 0 && b != 0; });
+  logic("Or", [](double a, double b) -> double { return a != 0 || b != 0; });
+
+  table.push_back({"", "Where", 3, 3, {}, ShapeRule::kBroadcast, "where", false, fold_where, true, lower_where,
+                   "`fused_elementwise` `where(...)` (a constant condition, as 0/1 in the data type)"});
+}
+
+}  // namespace npusim::stack::graph::onnx_ops

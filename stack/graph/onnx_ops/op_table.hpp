@@ -1,0 +1,78 @@
+// The one table of the ops the graph engine knows: ONNX's default domain and the npusim domain the fusion passes
+// write. For each op: the inputs it always takes and may take, the attributes it reads, how its output shape follows
+// from its inputs, its function in fused_elementwise expressions, its fold rule (evaluation on the host when its
+// inputs are constants) and its lowering rule (library op calls). Import (unsupported ops), the passes (well-formed
+// nodes, elementwise chains), constant folding and the lowering all read it; docs/graph.md's lowering table is
+// printed from it (npusim-onnx-ops-doc). The rules live one file per op family beside this one.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "stack/graph/graph.hpp"
+#include "stack/graph/onnx_ops/host_array.hpp"
+
+namespace npusim::stack::graph::onnx_ops {
+
+class Lowerer;
+
+// How an op's output shape follows from its inputs' (ONNX's shape inference computes it at import; the passes read
+// the rule to know which ops keep shapes).
+enum class ShapeRule : std::uint8_t {
+  kBroadcast,  // elementwise over the numpy broadcast of the inputs
+  kSameAsX,    // the first input's shape (unary elementwise, row ops)
+  kView,       // the first input's elements under another shape
+  kOwn,        // the op's own rule (its ONNX schema; for npusim ops, set by the pass that makes them)
+};
+
+using FoldRule = std::function<std::vector<HostArray>(const FoldArgs&)>;
+using LowerRule = std::function<void(Lowerer&, const Node&)>;
+
+struct OpInfo {
+  std::string domain;  // "" (ONNX's default domain) or "npusim"
+  std::string type;
+  std::size_t min_inputs = 1;  // present (not omitted) in every well-formed node
+  std::size_t max_inputs = 1;
+  std::vector<std::string> attributes;  // the attributes the rules read
+  ShapeRule shape = ShapeRule::kOwn;
+  // Its function in fused_elementwise expressions ("add", "exp"...); "" when it has none. `activation`: written by
+  // activation_expr (activations.hpp) instead.
+  std::string expression;
+  bool activation = false;
+  FoldRule fold;                     // empty: never folded
+  bool fold_reads_constants = true;  // false: folds from static shapes or attributes (Shape, Size, Constant)
+  LowerRule lower;                   // empty: not run on the device (folded on the host or refused)
+  std::string lowered_to;            // what the lowering makes of it, for docs/graph.md
+
+  std::string key() const { return domain.empty() ? type : domain + "." + type; }
+};
+
+inline constexpr std::size_t kVariadic = std::numeric_limits<std::size_t>::max();
+
+// Every op, in the families' order.
+const std::vector<OpInfo>& op_table();
+// The op of a node (its domain, "ai.onnx" as ""), or nullptr.
+const OpInfo* find_op(const std::string& domain, const std::string& type);
+const OpInfo* find_op(const Node& n);
+// Whether n has every input its op always takes and an output (ONNX's checks may let a malformed node through; the
+// passes index inputs by position, and the lowering reports the node by name). Unknown ops: one input.
+bool well_formed(const Node& n);
+// The keys ("Add", "npusim.FlashAttention"...) of the ops the lowering runs.
+std::vector<std::string> lowered_op_types();
+// docs/graph.md's table of ops, their attributes, folding and lowering.
+std::string op_table_markdown();
+
+// The families (one file each), in table order.
+void add_shape_ops(std::vector<OpInfo>& table);        // shape_ops.cpp: views, Constant, Shape, Size, Cast...
+void add_data_movement(std::vector<OpInfo>& table);    // data_movement.cpp: Slice, Concat, Split, Gather, Expand, Transpose
+void add_elementwise(std::vector<OpInfo>& table);      // elementwise.cpp: arithmetic, unary, comparisons, Where, variadic
+void add_activations(std::vector<OpInfo>& table);      // activations.cpp: LeakyRelu... PRelu, Clip
+void add_row_ops(std::vector<OpInfo>& table);          // row_ops.cpp: Softmax, LogSoftmax, LayerNormalization, reductions
+void add_cube_ops(std::vector<OpInfo>& table);         // cube_ops.cpp: MatMul, Gemm, npusim.MatMulBias, npusim.FlashAttention
+void add_fused_vector_ops(std::vector<OpInfo>& table); // fused_vector_ops.cpp: the other npusim ops
+
+}  // namespace npusim::stack::graph::onnx_ops

@@ -1,0 +1,116 @@
+// Row ops: Softmax and LogSoftmax, LayerNormalization and the one-axis reductions, on the Vector units row by row.
+#include <algorithm>
+
+#include "stack/graph/onnx_ops/lowerer.hpp"
+#include "stack/graph/onnx_ops/op_table.hpp"
+
+namespace npusim::stack::graph::onnx_ops {
+
+namespace {
+
+using hw::isa::DType;
+
+// On the last axis the row op itself; on an inner axis of [A, K, B]: transpose to [A, B, K], the row op over K,
+// transpose back.
+void lower_softmax(Lowerer& l, const Node& n) {
+  const std::string& op = n.op_type;
+  const char* kernel = op == "Softmax" ? "softmax" : "log_softmax";
+  const int opset = l.graph().opset;
+  const int x = l.in(n, 0);
+  const ops::Shape s = l.t(x).desc.shape;
+  const std::int64_t axis = l.axis_in(n, n.attr_int("axis", opset && opset < 13 ? 1 : -1), s.size());
+  if (axis == static_cast<std::int64_t>(s.size()) - 1) {
+    l.step(n, kernel, ops::SoftmaxCall{}, {x}, {l.out(n, 0)});
+    return;
+  }
+  if (opset && opset < 13) l.fail(n, op + " before opset 13 (over the flattened trailing dims) is supported on the last axis only");
+  std::uint64_t a = 1, k = s[static_cast<std::size_t>(axis)], b = 1;
+  for (std::int64_t d = 0; d < axis; ++d) a *= s[static_cast<std::size_t>(d)];
+  for (std::size_t d = static_cast<std::size_t>(axis) + 1; d < s.size(); ++d) b *= s[d];
+  const DType dt = l.t(x).desc.dtype;
+  const int tr = l.temp(n.name + "/transposed", ops::TensorDesc{{a, b, k}, dt});
+  const int sm = l.temp(n.name + "/softmax", ops::TensorDesc{{a, b, k}, dt});
+  l.step(n, "transpose", ops::TransposeCall{{0, 2, 1}}, {x}, {tr});
+  l.program().steps.back().shapes = {{a, k, b}};
+  l.step(n, kernel, ops::SoftmaxCall{}, {tr}, {sm});
+  l.step(n, "transpose", ops::TransposeCall{{0, 2, 1}}, {sm}, {l.out(n, 0)});
+}
+
+// Over the dims from `axis` on: rows of their product, gamma and beta flattened to one row; Mean and InvStdDev,
+// when the graph uses them, from the op's fp32 row statistics.
+void lower_layernorm(Lowerer& l, const Node& n) {
+  const Graph& g = l.graph();
+  const int x = l.in(n, 0);
+  const ops::Shape s = l.t(x).desc.shape;
+  const std::int64_t axis = l.axis_in(n, n.attr_int("axis", -1), s.size());
+  std::uint64_t rows = 1, h = 1;
+  for (std::size_t d = 0; d < s.size(); ++d) (static_cast<std::int64_t>(d) < axis ? rows : h) *= s[d];
+  const int gamma = l.in(n, 1);
+  if (ops::elements(l.t(gamma).desc.shape) != h)
+    l.fail(n, "the scale has " + std::to_string(ops::elements(l.t(gamma).desc.shape)) + " elements, the normalised dims " + std::to_string(h));
+  int beta = -1;
+  if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
+    beta = l.in(n, 2);
+  } else {
+    beta = l.temp(n.name + "/zero_bias", ops::TensorDesc{ops::Shape{h}, l.t(x).desc.dtype});
+    l.t(beta).constant.assign(h * hw::isa::dtype_bytes(l.t(x).desc.dtype), 0);
+  }
+  std::vector<int> outs{l.out(n, 0)};
+  bool stats = false;
+  for (std::size_t k = 1; k < n.outputs.size(); ++k) {
+    const ValueId o = n.outputs[k];
+    if (o == kNoValue) continue;
+    const bool used = !g.value(o).consumers.empty() || std::find(g.outputs.begin(), g.outputs.end(), o) != g.outputs.end();
+    stats = stats || used;
+  }
+  ops::NormCall call;
+  call.eps = n.attr_float("epsilon", 1e-5f);
+  call.stats = stats;
+  if (stats) {
+    for (std::size_t k = 1; k < 3; ++k) {
+      const bool present = k < n.outputs.size() && n.outputs[k] != kNoValue;
+      const int o = present ? l.out(n, k) : l.temp(n.name + "/stat" + std::to_string(k), ops::TensorDesc{{rows, 1}, DType::kFp32});
+      if (l.t(o).desc.dtype != DType::kFp32) l.fail(n, "Mean and InvStdDev are supported as float32 (stash_type 1)");
+      outs.push_back(o);
+    }
+  }
+  l.step(n, "layernorm", call, {x, gamma, beta}, outs);
+  l.program().steps.back().shapes = {{rows, h}, {h}, {h}};
+}
+
+// One axis (ReduceSum's from input 1, opset 13 on, or the attribute); keepdims or not, the output is a view of the
+// reduced tensor (the same bytes).
+void lower_reduce(Lowerer& l, const Node& n) {
+  const std::string& op = n.op_type;
+  const int x = l.in(n, 0);
+  std::vector<std::int64_t> axes = op == "ReduceSum" ? l.ints_of(n, 1, "axes") : std::vector<std::int64_t>{};
+  if (const Attribute* a = n.attr("axes")) axes = a->ints;
+  if (axes.size() != 1) l.fail(n, "exactly one reduction axis is supported");
+  const std::int64_t axis = l.axis_in(n, axes[0], l.t(x).desc.shape.size());
+  ops::Shape reduced;
+  for (std::size_t i = 0; i < l.t(x).desc.shape.size(); ++i)
+    if (static_cast<std::int64_t>(i) != axis) reduced.push_back(l.t(x).desc.shape[i]);
+  if (reduced.empty()) reduced = {1};
+  const int r = l.temp(n.name + "/reduced", ops::TensorDesc{reduced, l.t(x).desc.dtype});
+  const std::string name = op == "ReduceSum" ? "reduce_sum" : op == "ReduceMean" ? "reduce_mean" : "reduce_max";
+  l.step(n, name, ops::ReduceCall{axis}, {x}, {r});
+  l.view(n, n.outputs[0], r);
+}
+
+}  // namespace
+
+void add_row_ops(std::vector<OpInfo>& table) {
+  const std::string softmax_text =
+      "`softmax` / `log_softmax` on the last axis; on an inner axis of [A, K, B]: `transpose` to [A, B, K], the row op, "
+      "`transpose` back";
+  table.push_back({"", "Softmax", 1, 1, {"axis"}, ShapeRule::kSameAsX, "", false, nullptr, true, lower_softmax, softmax_text});
+  table.push_back({"", "LogSoftmax", 1, 1, {"axis"}, ShapeRule::kSameAsX, "", false, nullptr, true, lower_softmax, softmax_text});
+  table.push_back({"", "LayerNormalization", 2, 3, {"axis", "epsilon"}, ShapeRule::kSameAsX, "", false, nullptr, true, lower_layernorm,
+                   "`layernorm` over rows of the trailing dims' product (any axis; the Mean/InvStdDev outputs as fp32 with `stats`)"});
+  const std::string reduce_text = "`reduce_sum`, `reduce_mean`, `reduce_max` over one axis (keepdims or not: a view of the result)";
+  table.push_back({"", "ReduceSum", 1, 2, {"axes", "keepdims"}, ShapeRule::kOwn, "", false, nullptr, true, lower_reduce, reduce_text});
+  table.push_back({"", "ReduceMean", 1, 1, {"axes", "keepdims"}, ShapeRule::kOwn, "", false, nullptr, true, lower_reduce, reduce_text});
+  table.push_back({"", "ReduceMax", 1, 1, {"axes", "keepdims"}, ShapeRule::kOwn, "", false, nullptr, true, lower_reduce, reduce_text});
+}
+
+}  // namespace npusim::stack::graph::onnx_ops
