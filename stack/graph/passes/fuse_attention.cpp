@@ -100,6 +100,189 @@ bool causal_triangle(const std::vector<double>& c, std::int64_t s, std::int64_t 
 }
 
 
+// One candidate, stage by stage: from the output MatMul back through Softmax, the mask, the scale and the scores
+// MatMul to the operands' views.
+struct Candidate {
+  std::vector<NodeId> removed;             // the scores chain's nodes
+  ValueId x = kNoValue;                    // the value walked back to (the scores before the next stage)
+  std::vector<std::int64_t> scores;        // the scores' shape [B, (N,) S, SK]
+  std::int64_t s = 0, sk = 0;
+  bool causal = false;
+  ValueId mask = kNoValue;
+  std::optional<Tensor> where_mask;                      // an additive mask made from a Where's condition
+  std::optional<std::array<std::int64_t, 3>> mask_dims;  // the mask's batch, head and row dims (1 or full)
+  double scale = 1.0;
+  NodeId scores_mm = -1;
+  ValueId q_in = kNoValue, kt_in = kNoValue;  // the scores MatMul's operands (past their scalar factors)
+};
+
+// The operands' layouts: the buffers Q, K, V and O are views of, and where each element sits in them.
+struct Layouts {
+  ValueId qb = kNoValue, kb = kNoValue, vb = kNoValue, ob = kNoValue;
+  HeadLayout q, k, v, o;
+  std::vector<NodeId> out_nodes;  // O's layout nodes (removed: O is written through o_layout)
+};
+
+// Softmax over the last axis feeding MatMul `out_mm` as its only use.
+bool match_softmax(const Graph& g, NodeId out_mm, Candidate& c) {
+  const Node& mm2 = g.node(out_mm);
+  const NodeId sm = producer(g, mm2.inputs[0], "Softmax");
+  if (sm < 0 || !single_use(g, mm2.inputs[0])) return false;
+  const Node& softmax = g.node(sm);
+  c.x = softmax.inputs[0];
+  const auto xs = static_shape(g.value(c.x));
+  if (!xs || xs->size() < 3) return false;
+  // Before opset 13 Softmax's axis defaults to 1 and covers the flattened trailing dims: the last axis only then.
+  const std::int64_t axis = softmax.attr_int("axis", g.opset && g.opset < 13 ? 1 : -1);
+  if (axis != -1 && axis != static_cast<std::int64_t>(xs->size()) - 1) return false;
+  c.scores = *xs;
+  c.s = (*xs)[xs->size() - 2];
+  c.sk = xs->back();
+  c.removed = {out_mm, sm};
+  return true;
+}
+
+// Where(cond, x, low) / Where(cond, low, x) with a constant S x SK condition: causal when it allows exactly the
+// lower triangle, else an additive 0 / low mask (low clamped to what fp16 holds).
+bool match_where_mask(const Graph& g, NodeId wh, Candidate& c) {
+  const Node& w = g.node(wh);
+  const Value& cond = g.value(w.inputs[0]);
+  const auto low2 = scalar_constant(g, w.inputs[2]), low1 = scalar_constant(g, w.inputs[1]);
+  const bool low_second = low2 && *low2 <= -1e4 && !low1;  // Where(allowed, x, low)
+  const bool low_first = low1 && *low1 <= -1e4 && !low2;   // Where(masked, low, x)
+  if (!cond.constant || !one_mask(cond.constant->shape, c.s, c.sk) || (!low_second && !low_first)) return false;
+  const std::vector<double> cv = cond.constant->as_doubles();
+  const double low = low_second ? *low2 : *low1;
+  if (causal_triangle(cv, c.s, c.sk, low_first)) {
+    c.causal = true;
+  } else {
+    Tensor t;
+    t.type = g.value(c.x).type;
+    const auto dt = device_dtype(t.type);
+    if (!dt) return false;
+    t.shape = {c.s, c.sk};
+    t.bytes.resize(static_cast<std::size_t>(c.s * c.sk) * elem_bytes(t.type));
+    for (std::size_t i = 0; i < cv.size(); ++i) {
+      const bool allowed = (cv[i] != 0) != low_first;
+      hw::isa::store_float(&t.bytes[i * elem_bytes(t.type)], *dt, allowed ? 0.0f : static_cast<float>(std::max(low, -65504.0)));
+    }
+    c.where_mask = std::move(t);
+    c.mask_dims = std::array<std::int64_t, 3>{1, 1, c.s};
+  }
+  c.x = low_second ? w.inputs[1] : w.inputs[2];
+  c.removed.push_back(wh);
+  return true;
+}
+
+// The optional mask: Add(x, mask) with a mask that broadcasts over the scores, or a Where. False: a mask is there
+// but cannot be fused.
+bool match_mask(const Graph& g, Candidate& c) {
+  if (const NodeId add = producer(g, c.x, "Add"); add >= 0 && single_use(g, c.x)) {
+    const Node& a = g.node(add);
+    const bool mask_first = g.value(a.inputs[0]).constant.has_value() && !g.value(a.inputs[1]).constant.has_value();
+    const ValueId m = a.inputs[mask_first ? 0 : 1];
+    const auto ms = static_shape(g.value(m));
+    if (!ms || !(c.mask_dims = mask_broadcast(*ms, c.scores)) || g.value(m).type != g.value(c.x).type) return false;
+    c.mask = m;
+    c.x = a.inputs[mask_first ? 1 : 0];
+    c.removed.push_back(add);
+  } else if (const NodeId wh = producer(g, c.x, "Where"); wh >= 0 && single_use(g, c.x)) {
+    return match_where_mask(g, wh, c);
+  }
+  return true;
+}
+
+// A scalar factor c on `v` (Mul by a scalar constant, a single use): v becomes the other operand.
+void absorb_scalar(const Graph& g, ValueId* v, Candidate& c) {
+  if (const NodeId mul = producer(g, *v, "Mul"); mul >= 0 && single_use(g, *v)) {
+    double k = 0;
+    if (const ValueId other = other_than_scalar(g, g.node(mul), &k); other != kNoValue) {
+      c.scale *= k;
+      *v = other;
+      c.removed.push_back(mul);
+    }
+  }
+}
+
+// The optional scale (Div or Mul by a scalar constant), then the scores MatMul, whose operands may each carry a
+// scalar factor (torch's SDPA export scales Q and K^T by sqrt(scale) each).
+bool match_scores(const Graph& g, Candidate& c) {
+  if (const NodeId div = producer(g, c.x, "Div"); div >= 0 && single_use(g, c.x) && scalar_constant(g, g.node(div).inputs[1])) {
+    c.scale = 1.0 / *scalar_constant(g, g.node(div).inputs[1]);
+    c.x = g.node(div).inputs[0];
+    c.removed.push_back(div);
+  } else {
+    absorb_scalar(g, &c.x, c);
+  }
+  const NodeId mm1 = producer(g, c.x, "MatMul");
+  if (mm1 < 0 || !single_use(g, c.x)) return false;
+  c.removed.push_back(mm1);
+  c.scores_mm = mm1;
+  c.q_in = g.node(mm1).inputs[0];
+  c.kt_in = g.node(mm1).inputs[1];
+  absorb_scalar(g, &c.q_in, c);
+  absorb_scalar(g, &c.kt_in, c);
+  return true;
+}
+
+// Q, K (through K^T's view with its last two dims swapped back), V and O as strided views of one shape and type.
+std::optional<Layouts> match_layouts(const Graph& g, const Node& mm2, const Candidate& c) {
+  Layouts l;
+  std::vector<NodeId> in_nodes;
+  auto qv = view_of(g, c.q_in, &l.qb, &in_nodes);
+  auto ktv = view_of(g, c.kt_in, &l.kb, &in_nodes);
+  auto vv = view_of(g, mm2.inputs[1], &l.vb, &in_nodes);
+  auto ov = view_into(g, mm2.outputs[0], &l.ob, &l.out_nodes);
+  if (!qv || !ktv || !vv || !ov || ktv->rank() < 2) return std::nullopt;
+  std::vector<std::int64_t> swap(ktv->rank());
+  for (std::size_t d = 0; d < swap.size(); ++d) swap[d] = static_cast<std::int64_t>(d);
+  std::swap(swap[swap.size() - 1], swap[swap.size() - 2]);
+  if (!ktv->transpose(swap)) return std::nullopt;
+  const auto q = heads_of(*qv, false), k = heads_of(*ktv, true), v = heads_of(*vv, true), o = heads_of(*ov, false);
+  if (!q || !k || !v || !o) return std::nullopt;
+  if (q->S != c.s || k->S != c.sk || v->S != c.sk || k->D != q->D || v->D != q->D || o->D != q->D || o->S != c.s) return std::nullopt;
+  if (k->B != q->B || v->B != q->B || o->B != q->B || k->N != q->N || v->N != q->N || o->N != q->N) return std::nullopt;
+  if (k->kv_heads != v->kv_heads || q->N % k->kv_heads != 0) return std::nullopt;
+  const auto& xs = c.scores;
+  if (xs.front() != q->B || (xs.size() == 4 && xs[1] != q->N)) return std::nullopt;  // the scores' batch and head dims
+  const ElemType t = g.value(l.qb).type;
+  if (t != g.value(l.kb).type || t != g.value(l.vb).type || t != g.value(l.ob).type ||
+      (t != ElemType::kFloat32 && t != ElemType::kFloat16 && t != ElemType::kBFloat16))
+    return std::nullopt;
+  l.q = *q;
+  l.k = *k;
+  l.v = *v;
+  l.o = *o;
+  return l;
+}
+
+// The scores chain and O's layout nodes go (O's final tensor is written through o_layout); the fused node reads the
+// buffers Q, K and V are views of, and input-side layout nodes nothing else uses go too.
+void rewrite(Graph& g, Candidate& c, const Layouts& l) {
+  const std::string name = "FlashAttention_" + g.node(c.scores_mm).name;
+  if (c.where_mask) c.mask = g.add_constant(name + "/mask", std::move(*c.where_mask));
+  for (NodeId r : c.removed) g.remove_node(r);
+  for (NodeId r : l.out_nodes) g.remove_node(r);
+  Node fa;
+  fa.name = name;
+  fa.op_type = "FlashAttention";
+  fa.domain = "npusim";
+  fa.inputs = {l.qb, l.kb, l.vb};
+  if (c.mask != kNoValue) {
+    fa.inputs.push_back(c.mask);
+    fa.attrs["mask_shape"] = Attribute::of_ints({(*c.mask_dims)[0], (*c.mask_dims)[1], (*c.mask_dims)[2]});
+  }
+  fa.outputs = {l.ob};
+  fa.attrs["scale"] = Attribute::of_float(static_cast<float>(c.scale));
+  fa.attrs["causal"] = Attribute::of_int(c.causal ? 1 : 0);
+  fa.attrs["shape"] = Attribute::of_ints({l.q.B, l.q.N, l.k.kv_heads, c.s, c.sk, l.q.D});
+  fa.attrs["q_layout"] = Attribute::of_ints({l.q.bs, l.q.ns, l.q.ss, l.q.off});
+  fa.attrs["k_layout"] = Attribute::of_ints({l.k.bs, l.k.ns, l.k.ss, l.k.off});
+  fa.attrs["v_layout"] = Attribute::of_ints({l.v.bs, l.v.ns, l.v.ss, l.v.off});
+  fa.attrs["o_layout"] = Attribute::of_ints({l.o.bs, l.o.ns, l.o.ss, l.o.off});
+  g.add_node(std::move(fa));
+}
+
 }  // namespace
 
 int fuse_attention(Graph& g) {
@@ -107,134 +290,11 @@ int fuse_attention(Graph& g) {
   for (NodeId out_mm : g.topo_order()) {
     const Node& mm2 = g.node(out_mm);
     if (!mm2.alive || !well_formed(mm2) || mm2.op_type != "MatMul" || !mm2.domain.empty()) continue;
-    const NodeId sm = producer(g, mm2.inputs[0], "Softmax");
-    if (sm < 0 || !single_use(g, mm2.inputs[0])) continue;
-    const Node& softmax = g.node(sm);
-    ValueId x = softmax.inputs[0];
-    const auto xs = static_shape(g.value(x));
-    if (!xs || xs->size() < 3) continue;
-    // Before opset 13 Softmax's axis defaults to 1 and covers the flattened trailing dims: the last axis only then.
-    const std::int64_t axis = softmax.attr_int("axis", g.opset && g.opset < 13 ? 1 : -1);
-    if (axis != -1 && axis != static_cast<std::int64_t>(xs->size()) - 1) continue;
-    std::vector<NodeId> removed{out_mm, sm};
-    // Optional mask: Add(x, mask) or Where(cond, x, low) / Where(cond, low, x) with a constant condition.
-    bool causal = false;
-    ValueId mask = kNoValue;
-    std::optional<Tensor> where_mask;  // an additive mask made from a Where's condition
-    std::optional<std::array<std::int64_t, 3>> mask_dims;  // the mask's batch, head and row dims (1 or full)
-    const std::int64_t s = (*xs)[xs->size() - 2], sk = xs->back();
-    if (const NodeId add = producer(g, x, "Add"); add >= 0 && single_use(g, x)) {
-      const Node& a = g.node(add);
-      const bool mask_first = g.value(a.inputs[0]).constant.has_value() && !g.value(a.inputs[1]).constant.has_value();
-      const ValueId m = a.inputs[mask_first ? 0 : 1];
-      const auto ms = static_shape(g.value(m));
-      if (!ms || !(mask_dims = mask_broadcast(*ms, *xs)) || g.value(m).type != g.value(x).type) continue;
-      mask = m;
-      x = a.inputs[mask_first ? 1 : 0];
-      removed.push_back(add);
-    } else if (const NodeId wh = producer(g, x, "Where"); wh >= 0 && single_use(g, x)) {
-      const Node& w = g.node(wh);
-      const Value& cond = g.value(w.inputs[0]);
-      const auto low2 = scalar_constant(g, w.inputs[2]), low1 = scalar_constant(g, w.inputs[1]);
-      const bool low_second = low2 && *low2 <= -1e4 && !low1;  // Where(allowed, x, low)
-      const bool low_first = low1 && *low1 <= -1e4 && !low2;   // Where(masked, low, x)
-      if (!cond.constant || !one_mask(cond.constant->shape, s, sk) || (!low_second && !low_first)) continue;
-      const std::vector<double> c = cond.constant->as_doubles();
-      const double low = low_second ? *low2 : *low1;
-      if (causal_triangle(c, s, sk, low_first)) {
-        causal = true;
-      } else {
-        Tensor t;
-        t.type = g.value(x).type;
-        const auto dt = device_dtype(t.type);
-        if (!dt) continue;
-        t.shape = {s, sk};
-        t.bytes.resize(static_cast<std::size_t>(s * sk) * elem_bytes(t.type));
-        for (std::size_t i = 0; i < c.size(); ++i) {
-          const bool allowed = (c[i] != 0) != low_first;
-          hw::isa::store_float(&t.bytes[i * elem_bytes(t.type)], *dt, allowed ? 0.0f : static_cast<float>(std::max(low, -65504.0)));
-        }
-        where_mask = std::move(t);
-        mask_dims = std::array<std::int64_t, 3>{1, 1, s};
-      }
-      x = low_second ? w.inputs[1] : w.inputs[2];
-      removed.push_back(wh);
-    }
-    // Optional scale: Div or Mul by a scalar constant.
-    double scale = 1.0;
-    if (const NodeId div = producer(g, x, "Div"); div >= 0 && single_use(g, x) && scalar_constant(g, g.node(div).inputs[1])) {
-      scale = 1.0 / *scalar_constant(g, g.node(div).inputs[1]);
-      x = g.node(div).inputs[0];
-      removed.push_back(div);
-    } else if (const NodeId mul = producer(g, x, "Mul"); mul >= 0 && single_use(g, x)) {
-      double c = 0;
-      if (const ValueId other = other_than_scalar(g, g.node(mul), &c); other != kNoValue) {
-        scale = c;
-        x = other;
-        removed.push_back(mul);
-      }
-    }
-    const NodeId mm1 = producer(g, x, "MatMul");
-    if (mm1 < 0 || !single_use(g, x)) continue;
-    removed.push_back(mm1);
-    // Scalars on the operands: torch's SDPA export scales Q and K^T by sqrt(scale) each.
-    ValueId q_in = g.node(mm1).inputs[0], kt_in = g.node(mm1).inputs[1];
-    for (ValueId* in : {&q_in, &kt_in}) {
-      if (const NodeId mul = producer(g, *in, "Mul"); mul >= 0 && single_use(g, *in)) {
-        double c = 0;
-        if (const ValueId other = other_than_scalar(g, g.node(mul), &c); other != kNoValue) {
-          scale *= c;
-          *in = other;
-          removed.push_back(mul);
-        }
-      }
-    }
-    // Q, K (through K^T's view with its last two dims swapped back), V and O as strided views.
-    std::vector<NodeId> in_nodes, out_nodes;
-    ValueId qb = kNoValue, kb = kNoValue, vb = kNoValue, ob = kNoValue;
-    auto qv = view_of(g, q_in, &qb, &in_nodes);
-    auto ktv = view_of(g, kt_in, &kb, &in_nodes);
-    auto vv = view_of(g, mm2.inputs[1], &vb, &in_nodes);
-    auto ov = view_into(g, mm2.outputs[0], &ob, &out_nodes);
-    if (!qv || !ktv || !vv || !ov || ktv->rank() < 2) continue;
-    std::vector<std::int64_t> swap(ktv->rank());
-    for (std::size_t d = 0; d < swap.size(); ++d) swap[d] = static_cast<std::int64_t>(d);
-    std::swap(swap[swap.size() - 1], swap[swap.size() - 2]);
-    if (!ktv->transpose(swap)) continue;
-    const auto q = heads_of(*qv, false), k = heads_of(*ktv, true), v = heads_of(*vv, true), o = heads_of(*ov, false);
-    if (!q || !k || !v || !o) continue;
-    if (q->S != s || k->S != sk || v->S != sk || k->D != q->D || v->D != q->D || o->D != q->D || o->S != s) continue;
-    if (k->B != q->B || v->B != q->B || o->B != q->B || k->N != q->N || v->N != q->N || o->N != q->N) continue;
-    if (k->kv_heads != v->kv_heads || q->N % k->kv_heads != 0) continue;
-    if (xs->front() != q->B || (xs->size() == 4 && (*xs)[1] != q->N)) continue;  // the scores' batch and head dims
-    const ElemType t = g.value(qb).type;
-    if (t != g.value(kb).type || t != g.value(vb).type || t != g.value(ob).type ||
-        (t != ElemType::kFloat32 && t != ElemType::kFloat16 && t != ElemType::kBFloat16))
-      continue;
-    // Rewrite: the scores chain and O's layout nodes go (O's final tensor is written through o_layout); the fused
-    // node reads the buffers Q, K and V are views of, and input-side layout nodes nothing else uses go too.
-    const std::string name = "FlashAttention_" + g.node(mm1).name;
-    if (where_mask) mask = g.add_constant(name + "/mask", std::move(*where_mask));
-    for (NodeId r : removed) g.remove_node(r);
-    for (NodeId r : out_nodes) g.remove_node(r);
-    Node fa;
-    fa.name = name;
-    fa.op_type = "FlashAttention";
-    fa.domain = "npusim";
-    fa.inputs = {qb, kb, vb};
-    if (mask != kNoValue) {
-      fa.inputs.push_back(mask);
-      fa.attrs["mask_shape"] = Attribute::of_ints({(*mask_dims)[0], (*mask_dims)[1], (*mask_dims)[2]});
-    }
-    fa.outputs = {ob};
-    fa.attrs["scale"] = Attribute::of_float(static_cast<float>(scale));
-    fa.attrs["causal"] = Attribute::of_int(causal ? 1 : 0);
-    fa.attrs["shape"] = Attribute::of_ints({q->B, q->N, k->kv_heads, s, sk, q->D});
-    fa.attrs["q_layout"] = Attribute::of_ints({q->bs, q->ns, q->ss, q->off});
-    fa.attrs["k_layout"] = Attribute::of_ints({k->bs, k->ns, k->ss, k->off});
-    fa.attrs["v_layout"] = Attribute::of_ints({v->bs, v->ns, v->ss, v->off});
-    fa.attrs["o_layout"] = Attribute::of_ints({o->bs, o->ns, o->ss, o->off});
-    g.add_node(std::move(fa));
+    Candidate c;
+    if (!match_softmax(g, out_mm, c) || !match_mask(g, c) || !match_scores(g, c)) continue;
+    const auto layouts = match_layouts(g, mm2, c);
+    if (!layouts) continue;
+    rewrite(g, c, *layouts);
     remove_dead_nodes(g);
     ++fused;
   }
