@@ -79,140 +79,166 @@ struct L1Step {
 // next L1 step are issued before the LoadData/Mmad work of the current one (the production kernels' preload), so
 // MTE2 runs a whole step ahead even though the scalar unit waits whenever a pipe queue is full.
 template <class T>
-void matmul_cube(const MatmulArgs& g) {
-  const MatmulShape& s = g.s;
-  const MatmulTiling& t = g.t;
-  const std::uint64_t es = sizeof(T);
-  TPipe pipe;
-  TQue<TPosition::A1, 2> qa1;
-  TQue<TPosition::B1, 2> qb1;
-  TQue<TPosition::A2, 2> qa2;
-  TQue<TPosition::B2, 2> qb2;
-  TQue<TPosition::CO1, 2> qc;
-  TQue<TPosition::A1, 1> qbias1;
-  TQue<TPosition::C2, 1> qbt;
-  pipe.InitBuffer(qa1, 2, static_cast<std::uint64_t>(t.base_m) * t.step_k * es);
-  pipe.InitBuffer(qb1, 2, static_cast<std::uint64_t>(t.step_k) * t.base_n * es);
-  pipe.InitBuffer(qa2, 2, static_cast<std::uint64_t>(t.base_m) * t.base_k * es);
-  pipe.InitBuffer(qb2, 2, static_cast<std::uint64_t>(t.base_k) * t.base_n * es);
-  pipe.InitBuffer(qc, t.l0c_buffers, static_cast<std::uint64_t>(t.base_m) * t.base_n * 4);
-  if (t.bias_table) {
-    pipe.InitBuffer(qbias1, 1, ceil_to(t.base_n * es, 32));
-    pipe.InitBuffer(qbt, 1, ceil_to(t.base_n * 4, 64));
+class CubeSide {
+ public:
+  explicit CubeSide(const MatmulArgs& g) : g_(g), s_(g.s), t_(g.t) {
+    pipe_.InitBuffer(qa1_, 2, static_cast<std::uint64_t>(t_.base_m) * t_.step_k * kEs);
+    pipe_.InitBuffer(qb1_, 2, static_cast<std::uint64_t>(t_.step_k) * t_.base_n * kEs);
+    pipe_.InitBuffer(qa2_, 2, static_cast<std::uint64_t>(t_.base_m) * t_.base_k * kEs);
+    pipe_.InitBuffer(qb2_, 2, static_cast<std::uint64_t>(t_.base_k) * t_.base_n * kEs);
+    pipe_.InitBuffer(qc_, t_.l0c_buffers, static_cast<std::uint64_t>(t_.base_m) * t_.base_n * 4);
+    if (t_.bias_table) {
+      pipe_.InitBuffer(qbias1_, 1, ceil_to(t_.base_n * kEs, 32));
+      pipe_.InitBuffer(qbt_, 1, ceil_to(t_.base_n * 4, 64));
+    }
   }
-  auto matrix = [&](GM_ADDR base, std::uint32_t batch, std::uint64_t elems) {
+
+  void run() {
+    // This block's steps, tile by tile.
+    std::vector<L1Step> steps;
+    const std::uint32_t tiles = s_.batch * t_.tiles_m * t_.tiles_n;
+    std::uint32_t local = 0;
+    for (std::uint32_t tile = GetBlockIdx(); tile < tiles; tile += GetBlockNum(), ++local)
+      for (std::uint32_t kk0 = 0; kk0 < s_.K; kk0 += t_.step_k) steps.push_back({tile, local, kk0, std::min(t_.step_k, s_.K - kk0)});
+    if (steps.empty()) return;
+    load_l1(steps[0]);
+    for (std::size_t i = 0; i < steps.size(); ++i) {
+      const L1Step& st = steps[i];
+      const TileAt at = tile_at(g_, st.tile);
+      if (st.kk0 == 0) start_tile(at);
+      if (i + 1 < steps.size()) load_l1(steps[i + 1]);
+      multiply_step(st, at);
+      if (st.kk0 + st.kl == s_.K) drain_tile(st, at);
+    }
+    // The epilogues of the last tiles (up to kMaxAhead) report done as well: their flags are taken here, so none is
+    // left set for the next kernel on these cores (cross-core flags persist between kernels, as on the hardware: a
+    // later mix kernel would see them set and read before its data is there).
+    if (t_.vector_epilogue && g_.split)
+      for (std::uint32_t k = std::min(local, kMaxAhead); k > 0; --k) cross_core_wait_flag(kTileDone, PIPE_FIX);
+  }
+
+ private:
+  static constexpr std::uint64_t kEs = sizeof(T);
+
+  GlobalTensor<T> matrix(GM_ADDR base, std::uint32_t batch, std::uint64_t elems) const {
     GlobalTensor<T> gt;
-    gt.SetGlobalBuffer(base + static_cast<std::uint64_t>(batch) * elems * es);
+    gt.SetGlobalBuffer(base + static_cast<std::uint64_t>(batch) * elems * kEs);
     return gt;
-  };
+  }
+
   // MTE2: the step's A rows and B columns into the next L1 buffers.
-  auto load_l1 = [&](const L1Step& st) {
-    const TileAt at = tile_at(g, st.tile);
-    const GlobalTensor<T> ga = matrix(g.a, at.batch, static_cast<std::uint64_t>(s.M) * s.K);
-    const GlobalTensor<T> gb = matrix(g.b, at.batch, static_cast<std::uint64_t>(s.K) * s.N);
+  void load_l1(const L1Step& st) {
+    const TileAt at = tile_at(g_, st.tile);
+    const GlobalTensor<T> ga = matrix(g_.a, at.batch, static_cast<std::uint64_t>(s_.M) * s_.K);
+    const GlobalTensor<T> gb = matrix(g_.b, at.batch, static_cast<std::uint64_t>(s_.K) * s_.N);
     const std::uint32_t mt16 = static_cast<std::uint32_t>(ceil_to(at.mt, 16)), nt16 = static_cast<std::uint32_t>(ceil_to(at.nt, 16));
     const std::uint32_t kl16 = static_cast<std::uint32_t>(ceil_to(st.kl, 16));
-    LocalTensor<T> a1 = qa1.AllocTensor<T>(), b1 = qb1.AllocTensor<T>();
-    if (!s.trans_a) {  // A is M x K: rows of the tile, K columns
-      DataCopy(a1, ga[static_cast<std::uint64_t>(at.m0) * s.K + st.kk0],
-               Nd2NzParams{1, u16(at.mt), u16(st.kl), 0, u16(s.K), u16(mt16), 1, 0});
+    LocalTensor<T> a1 = qa1_.template AllocTensor<T>(), b1 = qb1_.template AllocTensor<T>();
+    if (!s_.trans_a) {  // A is M x K: rows of the tile, K columns
+      DataCopy(a1, ga[static_cast<std::uint64_t>(at.m0) * s_.K + st.kk0],
+               Nd2NzParams{1, u16(at.mt), u16(st.kl), 0, u16(s_.K), u16(mt16), 1, 0});
     } else {  // A is stored K x M
-      DataCopy(a1, ga[static_cast<std::uint64_t>(st.kk0) * s.M + at.m0],
-               Nd2NzParams{1, u16(st.kl), u16(at.mt), 0, u16(s.M), u16(kl16), 1, 0});
+      DataCopy(a1, ga[static_cast<std::uint64_t>(st.kk0) * s_.M + at.m0],
+               Nd2NzParams{1, u16(st.kl), u16(at.mt), 0, u16(s_.M), u16(kl16), 1, 0});
     }
-    if (!s.trans_b) {  // B is K x N
-      DataCopy(b1, gb[static_cast<std::uint64_t>(st.kk0) * s.N + at.n0],
-               Nd2NzParams{1, u16(st.kl), u16(at.nt), 0, u16(s.N), u16(kl16), 1, 0});
+    if (!s_.trans_b) {  // B is K x N
+      DataCopy(b1, gb[static_cast<std::uint64_t>(st.kk0) * s_.N + at.n0],
+               Nd2NzParams{1, u16(st.kl), u16(at.nt), 0, u16(s_.N), u16(kl16), 1, 0});
     } else {  // B is stored N x K
-      DataCopy(b1, gb[static_cast<std::uint64_t>(at.n0) * s.K + st.kk0],
-               Nd2NzParams{1, u16(at.nt), u16(st.kl), 0, u16(s.K), u16(nt16), 1, 0});
+      DataCopy(b1, gb[static_cast<std::uint64_t>(at.n0) * s_.K + st.kk0],
+               Nd2NzParams{1, u16(at.nt), u16(st.kl), 0, u16(s_.K), u16(nt16), 1, 0});
     }
-    qa1.EnQue(a1);
-    qb1.EnQue(b1);
-  };
-  // This block's steps, tile by tile.
-  std::vector<L1Step> steps;
-  const std::uint32_t tiles = s.batch * t.tiles_m * t.tiles_n;
-  std::uint32_t local = 0;
-  for (std::uint32_t tile = GetBlockIdx(); tile < tiles; tile += GetBlockNum(), ++local)
-    for (std::uint32_t kk0 = 0; kk0 < s.K; kk0 += t.step_k) steps.push_back({tile, local, kk0, std::min(t.step_k, s.K - kk0)});
-  if (steps.empty()) return;
-  load_l1(steps[0]);
-  LocalTensor<float> acc, bt;
-  for (std::size_t i = 0; i < steps.size(); ++i) {
-    const L1Step& st = steps[i];
-    const TileAt at = tile_at(g, st.tile);
+    qa1_.EnQue(a1);
+    qb1_.EnQue(b1);
+  }
+
+  // A new tile: its accumulator, and its bias through L1 into the bias table.
+  void start_tile(const TileAt& at) {
+    acc_ = qc_.template AllocTensor<float>();
+    if (!t_.bias_table) return;
+    GlobalTensor<T> gbias;
+    gbias.SetGlobalBuffer(g_.bias + static_cast<std::uint64_t>(at.n0) * kEs);
+    LocalTensor<T> b1 = qbias1_.template AllocTensor<T>();
+    DataCopyPad(b1, gbias, DataCopyExtParams{1, static_cast<std::uint32_t>(at.nt * kEs), 0, 0}, DataCopyPadExtParams<T>{});
+    qbias1_.EnQue(b1);
+    b1 = qbias1_.template DeQue<T>();
+    bt_ = qbt_.template AllocTensor<float>();
+    DataCopyBias(bt_, b1, at.nt);
+    qbt_.EnQue(bt_);
+    qbias1_.FreeTensor(b1);
+    bt_ = qbt_.template DeQue<float>();
+  }
+
+  // One L1 step: its K range in base_k slices through L0A/L0B into the Cube.
+  void multiply_step(const L1Step& st, const TileAt& at) {
     const std::uint32_t M1 = static_cast<std::uint32_t>(ceil_div(at.mt, 16)), N1 = static_cast<std::uint32_t>(ceil_div(at.nt, 16));
     const std::uint32_t KL1 = static_cast<std::uint32_t>(ceil_div(st.kl, 16));
-    if (st.kk0 == 0) {  // a new tile: its accumulator and bias
-      acc = qc.AllocTensor<float>();
-      if (t.bias_table) {
-        GlobalTensor<T> gbias;
-        gbias.SetGlobalBuffer(g.bias + static_cast<std::uint64_t>(at.n0) * es);
-        LocalTensor<T> b1 = qbias1.AllocTensor<T>();
-        DataCopyPad(b1, gbias, DataCopyExtParams{1, static_cast<std::uint32_t>(at.nt * es), 0, 0}, DataCopyPadExtParams<T>{});
-        qbias1.EnQue(b1);
-        b1 = qbias1.DeQue<T>();
-        bt = qbt.AllocTensor<float>();
-        DataCopyBias(bt, b1, at.nt);
-        qbt.EnQue(bt);
-        qbias1.FreeTensor(b1);
-        bt = qbt.DeQue<float>();
-      }
-    }
-    if (i + 1 < steps.size()) load_l1(steps[i + 1]);
-    LocalTensor<T> a1 = qa1.DeQue<T>(), b1 = qb1.DeQue<T>();
-    for (std::uint32_t k0 = 0; k0 < st.kl; k0 += t.base_k) {
-      const std::uint32_t kt = std::min(t.base_k, st.kl - k0);
+    LocalTensor<T> a1 = qa1_.template DeQue<T>(), b1 = qb1_.template DeQue<T>();
+    for (std::uint32_t k0 = 0; k0 < st.kl; k0 += t_.base_k) {
+      const std::uint32_t kt = std::min(t_.base_k, st.kl - k0);
       const std::uint32_t k1 = static_cast<std::uint32_t>(ceil_div(kt, 16)), fk0 = k0 / 16;
-      LocalTensor<T> a2 = qa2.AllocTensor<T>(), b2 = qb2.AllocTensor<T>();
+      LocalTensor<T> a2 = qa2_.template AllocTensor<T>(), b2 = qb2_.template AllocTensor<T>();
       // L0A wants fractal (fm, fk) at fm * k1 + fk, 16 m-rows x 16 k inside.
       for (std::uint32_t fm = 0; fm < M1; ++fm) {
-        if (!s.trans_a)  // L1 holds (fk, fm) at fk * M1 + fm
+        if (!s_.trans_a)  // L1 holds (fk, fm) at fk * M1 + fm
           LoadData(a2[static_cast<std::uint64_t>(fm) * k1 * 256], a1, LoadData2DParams{u16(fk0 * M1 + fm), static_cast<std::uint8_t>(k1), u16(M1), false});
         else  // L1 holds (fm, fk) at fm * KL1 + fk, 16 k-rows x 16 m inside
           LoadData(a2[static_cast<std::uint64_t>(fm) * k1 * 256], a1, LoadData2DParams{u16(fm * KL1 + fk0), static_cast<std::uint8_t>(k1), 1, true});
       }
       // L0B wants (fk, fn) at fk * N1 + fn, stored 16 n-rows x 16 k.
-      if (!s.trans_b) {  // L1 holds (fn, fk) at fn * KL1 + fk, 16 k-rows x 16 n
+      if (!s_.trans_b) {  // L1 holds (fn, fk) at fn * KL1 + fk, 16 k-rows x 16 n
         for (std::uint32_t fk = 0; fk < k1; ++fk)
           LoadData(b2[static_cast<std::uint64_t>(fk) * N1 * 256], b1, LoadData2DParams{u16(fk0 + fk), static_cast<std::uint8_t>(N1), u16(KL1), true});
       } else {  // L1 holds (fk, fn) at fk * N1 + fn already as L0B wants it
         LoadData(b2, b1, LoadData2DParams{u16(fk0 * N1), static_cast<std::uint8_t>(k1 * N1), 1, false});
       }
-      qa2.EnQue(a2);
-      qb2.EnQue(b2);
-      a2 = qa2.DeQue<T>();
-      b2 = qb2.DeQue<T>();
+      qa2_.EnQue(a2);
+      qb2_.EnQue(b2);
+      a2 = qa2_.template DeQue<T>();
+      b2 = qb2_.template DeQue<T>();
       const bool first = st.kk0 == 0 && k0 == 0;
-      if (first && t.bias_table) {
-        Mmad(acc, a2, b2, bt, MmadParams{u16(at.mt), u16(at.nt), u16(kt), true, true});
+      if (first && t_.bias_table) {
+        Mmad(acc_, a2, b2, bt_, MmadParams{u16(at.mt), u16(at.nt), u16(kt), true, true});
       } else {
-        Mmad(acc, a2, b2, MmadParams{u16(at.mt), u16(at.nt), u16(kt), first, false});
+        Mmad(acc_, a2, b2, MmadParams{u16(at.mt), u16(at.nt), u16(kt), first, false});
       }
-      qa2.FreeTensor(a2);
-      qb2.FreeTensor(b2);
-      if (first && t.bias_table) qbt.FreeTensor(bt);
+      qa2_.FreeTensor(a2);
+      qb2_.FreeTensor(b2);
+      if (first && t_.bias_table) qbt_.FreeTensor(bt_);
     }
-    qa1.FreeTensor(a1);
-    qb1.FreeTensor(b1);
-    if (st.kk0 + st.kl < s.K) continue;
-    // The tile's last step: drain L0C through the FixPipe.
-    qc.EnQue(acc);
-    acc = qc.DeQue<float>();
-    if (t.vector_epilogue && g.split && st.local >= kMaxAhead) cross_core_wait_flag(kTileDone, PIPE_FIX);
-    const GlobalTensor<T> gc = matrix(g.c, at.batch, static_cast<std::uint64_t>(s.M) * s.N);
-    Fixpipe(gc[static_cast<std::uint64_t>(at.m0) * s.N + at.n0], acc,
-            FixpipeParams{u16(at.nt), u16(at.mt), u16(ceil_to(at.mt, 16)), s.N,
-                          s.act == Activation::kRelu && !t.vector_epilogue});
-    if (t.vector_epilogue && g.split) cross_core_set_flag(2, PIPE_FIX, kTileReady);
-    qc.FreeTensor(acc);
+    qa1_.FreeTensor(a1);
+    qb1_.FreeTensor(b1);
   }
-  // The epilogues of the last tiles (up to kMaxAhead) report done as well: their flags are taken here, so none is
-  // left set for the next kernel on these cores (cross-core flags persist between kernels, as on the hardware: a
-  // later mix kernel would see them set and read before its data is there).
-  if (t.vector_epilogue && g.split)
-    for (std::uint32_t k = std::min(local, kMaxAhead); k > 0; --k) cross_core_wait_flag(kTileDone, PIPE_FIX);
+
+  // The tile's last step done: L0C drains through the FixPipe (ReLU there unless a vector epilogue follows).
+  void drain_tile(const L1Step& st, const TileAt& at) {
+    qc_.EnQue(acc_);
+    acc_ = qc_.template DeQue<float>();
+    if (t_.vector_epilogue && g_.split && st.local >= kMaxAhead) cross_core_wait_flag(kTileDone, PIPE_FIX);
+    const GlobalTensor<T> gc = matrix(g_.c, at.batch, static_cast<std::uint64_t>(s_.M) * s_.N);
+    Fixpipe(gc[static_cast<std::uint64_t>(at.m0) * s_.N + at.n0], acc_,
+            FixpipeParams{u16(at.nt), u16(at.mt), u16(ceil_to(at.mt, 16)), s_.N, s_.act == Activation::kRelu && !t_.vector_epilogue});
+    if (t_.vector_epilogue && g_.split) cross_core_set_flag(2, PIPE_FIX, kTileReady);
+    qc_.FreeTensor(acc_);
+  }
+
+  const MatmulArgs& g_;
+  const MatmulShape& s_;
+  const MatmulTiling& t_;
+  TPipe pipe_;
+  TQue<TPosition::A1, 2> qa1_;
+  TQue<TPosition::B1, 2> qb1_;
+  TQue<TPosition::A2, 2> qa2_;
+  TQue<TPosition::B2, 2> qb2_;
+  TQue<TPosition::CO1, 2> qc_;
+  TQue<TPosition::A1, 1> qbias1_;
+  TQue<TPosition::C2, 1> qbt_;
+  LocalTensor<float> acc_, bt_;
+};
+
+template <class T>
+void matmul_cube(const MatmulArgs& g) {
+  CubeSide<T>(g).run();
 }
 
 // The vector epilogue on rows [r0, r1) of a finished tile in GM: out = act(out + bias), in fp32.
