@@ -32,6 +32,7 @@ PACKAGES=(
   pybind11-dev            # the Python package's native module (npusim._core)
   chromium chromium-driver  # npusim plot's HTML report is checked in a real headless browser (tests/cli/sweep_test.py)
   slurm-wlm munge         # npusim sweep --slurm is tested on a single-node Slurm started on localhost
+  clang-format clang-tidy # scripts/check_style.sh (ctest style): formatting and clang-tidy's checks
 )
 
 build=1

@@ -12,10 +12,10 @@ scripts/setup.sh "${setup_args[@]}"
 jobs=$(nproc 2>/dev/null || echo 2)
 # Under the sanitizers the seed-shape FlashAttention check (about a minute normally) and the example sweeps (the
 # seed FlashAttention nine times, among others) would take over ten minutes each; the normal run covers them, and
-# the golden reports, which are about results, not memory errors.
+# the golden reports, which are about results, not memory errors; the style check is about the source.
 exclude=()
 if [ "$build_dir" = build-asan ]; then
-  exclude=(-E 'SeedShape|sweep_examples|golden')
+  exclude=(-E 'SeedShape|sweep_examples|golden|^style$')
   # SystemC's coroutines (QuickThreads, not annotated for the sanitizers in Debian's build) can leave LeakSanitizer
   # with a coroutine's bounds for the main thread's stack at exit; scanning them crashes LSan's tracer now and then
   # ("Tracer caught signal 11"). Leak checking stays on; thread stacks, which hold no live heap pointers once main

@@ -18,6 +18,8 @@
 #include "hw/isa/dtype.hpp"
 #include "hw/isa/instr.hpp"
 
+// The API keeps Ascend C's names (DataCopy, AllocTensor...), so kernels read as Ascend C kernels do.
+// NOLINTBEGIN(readability-identifier-naming)
 namespace npusim::fw::kernel {
 
 using half = hw::isa::Half;
@@ -40,13 +42,23 @@ template <class T, class = void>
 struct has_dtype_tag : std::false_type {};
 template <class T>
 struct has_dtype_tag<T, std::void_t<decltype(T::npusim_dtype)>> : std::true_type {};
+// The compiler's IEEE binary16 type where it has one (GCC on x86-64; clang from 15).
+template <class T>
+constexpr bool is_float16() {
+#ifdef __FLT16_MAX__
+  return std::is_same_v<T, _Float16>;
+#else
+  return false;
+#endif
+}
 }  // namespace detail
 
 template <class T>
 constexpr hw::isa::DType dtype_of() {
   using hw::isa::DType;
   if constexpr (detail::has_dtype_tag<T>::value) return T::npusim_dtype;
-  else if constexpr (std::is_same_v<T, half> || std::is_same_v<T, _Float16>) return DType::kFp16;
+  else if constexpr (std::is_same_v<T, half> || detail::is_float16<T>())
+    return DType::kFp16;
   else if constexpr (std::is_same_v<T, bfloat16_t>) return DType::kBf16;
   else if constexpr (std::is_same_v<T, float>) return DType::kFp32;
   else if constexpr (std::is_same_v<T, std::int32_t>) return DType::kInt32;
@@ -549,5 +561,6 @@ void Fixpipe(const LocalTensor<T>& dst, const LocalTensor<Acc>& src, const Fixpi
 }
 
 }  // namespace npusim::fw::kernel
+// NOLINTEND(readability-identifier-naming)
 
 #include "firmware/kernel/vector_api.hpp"

@@ -10,6 +10,8 @@
 
 #include "firmware/kernel/kernel_api.hpp"
 
+// The API keeps Ascend C's names (DataCopy, AllocTensor...), so kernels read as Ascend C kernels do.
+// NOLINTBEGIN(readability-identifier-naming)
 namespace npusim::fw::kernel {
 
 struct BinaryRepeatParams {
@@ -232,3 +234,4 @@ void Transpose(const LocalTensor<T>& dst, const LocalTensor<T>& src, SourceLoc w
 }
 
 }  // namespace npusim::fw::kernel
+// NOLINTEND(readability-identifier-naming)

@@ -17,7 +17,9 @@ namespace {
 // Steps none of whose outputs is read (by a later step, through a view, or as a graph output) are dropped: the
 // widening casts of Cube results that only went back to the Cube.
 void drop_unread_steps(Program& p) {
-  auto base = [&](int x) { return p.tensors[static_cast<std::size_t>(x)].alias >= 0 ? p.tensors[static_cast<std::size_t>(x)].alias : x; };
+  auto base = [&](int x) {
+    return p.tensors[static_cast<std::size_t>(x)].alias >= 0 ? p.tensors[static_cast<std::size_t>(x)].alias : x;
+  };
   for (bool again = true; again;) {
     again = false;
     std::vector<bool> read(p.tensors.size(), false);
@@ -26,7 +28,9 @@ void drop_unread_steps(Program& p) {
       for (int i : st.inputs) read[static_cast<std::size_t>(base(i))] = true;
     for (std::size_t k = p.steps.size(); k-- > 0;) {
       const Step& st = p.steps[k];
-      if (std::any_of(st.outputs.begin(), st.outputs.end(), [&](int o) { return read[static_cast<std::size_t>(base(o))]; })) continue;
+      if (std::any_of(st.outputs.begin(), st.outputs.end(),
+                      [&](int o) { return read[static_cast<std::size_t>(base(o))]; }))
+        continue;
       p.steps.erase(p.steps.begin() + static_cast<std::ptrdiff_t>(k));
       again = true;
     }
@@ -37,13 +41,15 @@ void drop_unread_steps(Program& p) {
 void lower_node(onnx_ops::Lowerer& l, const Node& n) {
   const onnx_ops::OpInfo* op = onnx_ops::find_op(n);
   if (!op || !op->lower) {
-    if (!n.domain.empty() && n.domain != "npusim" && n.domain != "ai.onnx") l.fail(n, "domain '" + n.domain + "' is not supported");
+    if (!n.domain.empty() && n.domain != "npusim" && n.domain != "ai.onnx")
+      l.fail(n, "domain '" + n.domain + "' is not supported");
     l.fail(n, "not supported");
   }
   for (std::size_t i = 0; i < op->min_inputs; ++i)
     if (i >= n.inputs.size() || n.inputs[i] == kNoValue) l.fail(n, "input " + std::to_string(i) + " is missing");
   if (n.inputs.size() > op->max_inputs)
-    l.fail(n, std::to_string(n.inputs.size()) + " inputs, but " + op->key() + " takes at most " + std::to_string(op->max_inputs));
+    l.fail(n, std::to_string(n.inputs.size()) + " inputs, but " + op->key() + " takes at most " +
+                  std::to_string(op->max_inputs));
   if (n.outputs.empty() || n.outputs[0] == kNoValue) l.fail(n, "has no output");
   op->lower(l, n);
 }

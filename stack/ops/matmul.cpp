@@ -99,7 +99,8 @@ class CubeSide {
     const std::uint32_t tiles = s_.batch * t_.tiles_m * t_.tiles_n;
     std::uint32_t local = 0;
     for (std::uint32_t tile = GetBlockIdx(); tile < tiles; tile += GetBlockNum(), ++local)
-      for (std::uint32_t kk0 = 0; kk0 < s_.K; kk0 += t_.step_k) steps.push_back({tile, local, kk0, std::min(t_.step_k, s_.K - kk0)});
+      for (std::uint32_t kk0 = 0; kk0 < s_.K; kk0 += t_.step_k)
+        steps.push_back({tile, local, kk0, std::min(t_.step_k, s_.K - kk0)});
     if (steps.empty()) return;
     load_l1(steps[0]);
     for (std::size_t i = 0; i < steps.size(); ++i) {
@@ -159,7 +160,8 @@ class CubeSide {
     GlobalTensor<T> gbias;
     gbias.SetGlobalBuffer(g_.bias + static_cast<std::uint64_t>(at.n0) * kEs);
     LocalTensor<T> b1 = qbias1_.template AllocTensor<T>();
-    DataCopyPad(b1, gbias, DataCopyExtParams{1, static_cast<std::uint32_t>(at.nt * kEs), 0, 0}, DataCopyPadExtParams<T>{});
+    DataCopyPad(b1, gbias, DataCopyExtParams{1, static_cast<std::uint32_t>(at.nt * kEs), 0, 0},
+                DataCopyPadExtParams<T>{});
     qbias1_.EnQue(b1);
     b1 = qbias1_.template DeQue<T>();
     bt_ = qbt_.template AllocTensor<float>();
@@ -217,7 +219,8 @@ class CubeSide {
     if (t_.vector_epilogue && g_.split && st.local >= kMaxAhead) cross_core_wait_flag(kTileDone, PIPE_FIX);
     const GlobalTensor<T> gc = matrix(g_.c, at.batch, static_cast<std::uint64_t>(s_.M) * s_.N);
     Fixpipe(gc[static_cast<std::uint64_t>(at.m0) * s_.N + at.n0], acc_,
-            FixpipeParams{u16(at.nt), u16(at.mt), u16(ceil_to(at.mt, 16)), s_.N, s_.act == Activation::kRelu && !t_.vector_epilogue});
+            FixpipeParams{u16(at.nt), u16(at.mt), u16(ceil_to(at.mt, 16)), s_.N,
+                          s_.act == Activation::kRelu && !t_.vector_epilogue});
     if (t_.vector_epilogue && g_.split) cross_core_set_flag(2, PIPE_FIX, kTileReady);
     qc_.FreeTensor(acc_);
   }

@@ -49,7 +49,8 @@ TEST(OpTableSchemas, EveryAttributeReadIsOneTheOpHas) {
     for (int v = 1; v <= kOpset; ++v)
       if (const onnx::OpSchema* s = onnx::OpSchemaRegistry::Schema(op.type, v, ""))
         for (const auto& [name, attr] : s->attributes()) known.insert(name);
-    for (const std::string& a : op.attributes) EXPECT_TRUE(known.count(a)) << op.type << " has no attribute '" << a << "' at any opset";
+    for (const std::string& a : op.attributes)
+      EXPECT_TRUE(known.count(a)) << op.type << " has no attribute '" << a << "' at any opset";
   }
 }
 

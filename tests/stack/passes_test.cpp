@@ -132,8 +132,8 @@ Builder gqa_attention() {
   const ValueId s = b.op("MatMul", {qh, kt}, {2, 4, 16, 16});
   const ValueId sc = b.op("Div", {s, b.floats({8.0f})}, {2, 4, 16, 16});
   std::vector<bool> upper(16 * 16);
-  for (int i = 0; i < 16; ++i)
-    for (int j = 0; j < 16; ++j) upper[static_cast<std::size_t>(i * 16 + j)] = j > i;
+  for (std::size_t i = 0; i < 16; ++i)
+    for (std::size_t j = 0; j < 16; ++j) upper[i * 16 + j] = j > i;
   const ValueId m = b.op("Where", {b.bools(upper, {16, 16}), b.floats({-INFINITY}), sc}, {2, 4, 16, 16});
   const ValueId p = b.op("Softmax", {m}, {2, 4, 16, 16}, {{"axis", Attribute::of_int(-1)}});
   const ValueId o = b.op("MatMul", {p, vr}, {2, 4, 16, 64});
@@ -205,8 +205,8 @@ TEST(FuseAttention, AMaskThatIsNotCausalBecomesAnAdditiveMask) {
   const ValueId kt = b.op("Transpose", {k}, {2, 4, 32, 16}, {{"perm", Attribute::of_ints({0, 1, 3, 2})}});
   const ValueId s = b.op("MatMul", {q, kt}, {2, 4, 16, 16});
   std::vector<bool> band(256);
-  for (int i = 0; i < 16; ++i)
-    for (int j = 0; j < 16; ++j) band[static_cast<std::size_t>(i * 16 + j)] = std::abs(i - j) <= 2;
+  for (std::size_t i = 0; i < 16; ++i)
+    for (std::size_t j = 0; j < 16; ++j) band[i * 16 + j] = (i > j ? i - j : j - i) <= 2;
   const ValueId m = b.op("Where", {b.bools(band, {1, 1, 16, 16}), s, b.floats({-3.0e38f})}, {2, 4, 16, 16});
   const ValueId p = b.op("Softmax", {m}, {2, 4, 16, 16}, {{"axis", Attribute::of_int(-1)}});
   b.g.outputs = {b.op("MatMul", {p, v}, {2, 4, 16, 32})};

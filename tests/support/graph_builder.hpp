@@ -42,8 +42,8 @@ struct Builder {
     for (std::size_t i = 0; i < v.size(); ++i) t.bytes[i] = v[i];
     return g.add_constant("b" + std::to_string(next++), t);
   }
-  ValueId op(const std::string& type, std::vector<ValueId> in, const Shape& out, std::map<std::string, Attribute> attrs = {},
-             ElemType t = ElemType::kFloat32) {
+  ValueId op(const std::string& type, std::vector<ValueId> in, const Shape& out,
+             std::map<std::string, Attribute> attrs = {}, ElemType t = ElemType::kFloat32) {
     const ValueId o = g.add_value(type + "_" + std::to_string(next) + "_out", t, dims(out));
     Node n;
     n.name = type + "_" + std::to_string(next++);

@@ -68,8 +68,13 @@ void lower_clip(Lowerer& l, const Node& n) {
 
 void add_activations(std::vector<OpInfo>& table) {
   auto activation = [&](const char* type, std::vector<std::string> attrs, const char* form) {
-    table.push_back({"", type, 1, 1, std::move(attrs), ShapeRule::kSameAsX, "", true, nullptr, true, lower_activation,
-                     std::string("one `fused_elementwise` expression (kernel named after the op): ") + form});
+    table.push_back(
+        OpInfo::onnx(type, 1, 1)
+            .reads(std::move(attrs))
+            .shaped(ShapeRule::kSameAsX)
+            .in_expressions_as_activation()
+            .lowers(lower_activation,
+                    std::string("one `fused_elementwise` expression (kernel named after the op): ") + form));
   };
   activation("LeakyRelu", {"alpha"}, "`relu(x) + alpha min(x, 0)`");
   activation("Elu", {"alpha"}, "`relu(x) + alpha (exp(min(x, 0)) - 1)`");
@@ -77,10 +82,17 @@ void add_activations(std::vector<OpInfo>& table) {
   activation("HardSigmoid", {"alpha", "beta"}, "`max(min(alpha x + beta, 1), 0)`");
   activation("Softplus", {}, "`relu(x) + log(1 + exp(-abs(x)))` (no overflow for large x)");
   activation("Softsign", {}, "`x / (abs(x) + 1)`");
-  table.push_back({"", "PRelu", 2, 2, {}, ShapeRule::kBroadcast, "", false, nullptr, true, lower_prelu,
-                   "one `fused_elementwise` expression, the slope expanded when it does not repeat over the trailing dims"});
-  table.push_back({"", "Clip", 1, 3, {"min", "max"}, ShapeRule::kSameAsX, "", false, nullptr, true, lower_clip,
-                   "one `fused_elementwise` expression of `max`/`min` (bounds as inputs or, before opset 11, attributes; none: a view)"});
+  table.push_back(OpInfo::onnx("PRelu", 2, 2)
+                      .shaped(ShapeRule::kBroadcast)
+                      .lowers(lower_prelu,
+                              "one `fused_elementwise` expression, the slope expanded when it does not "
+                              "repeat over the trailing dims"));
+  table.push_back(OpInfo::onnx("Clip", 1, 3)
+                      .reads({"min", "max"})
+                      .shaped(ShapeRule::kSameAsX)
+                      .lowers(lower_clip,
+                              "one `fused_elementwise` expression of `max`/`min` (bounds as inputs or, "
+                              "before opset 11, attributes; none: a view)"));
 }
 
 }  // namespace npusim::stack::graph::onnx_ops

@@ -121,14 +121,19 @@ void lower_attention(Lowerer& l, const Node& n) {
 }  // namespace
 
 void add_cube_ops(std::vector<OpInfo>& table) {
-  table.push_back({"", "MatMul", 2, 2, {}, ShapeRule::kOwn, "", false, nullptr, true, lower_matmul,
-                   "`matmul` (`[..., M, K] x [K, N]` with the leading dims folded into M, or equal leading batch dims)"});
-  table.push_back({"", "Gemm", 2, 3, {"transA", "transB", "alpha", "beta"}, ShapeRule::kOwn, "", false, nullptr, true, lower_matmul,
-                   "`matmul` with `trans_a`, `trans_b` and the bias (alpha = beta = 1)"});
-  table.push_back({"npusim", "MatMulBias", 2, 3, {"act"}, ShapeRule::kOwn, "", false, nullptr, true, lower_matmul,
-                   "`matmul` with `bias` and `act` (none, relu, gelu, gelu_tanh)"});
-  table.push_back({"npusim", "FlashAttention", 3, 4, {"shape", "causal", "scale", "q_layout", "k_layout", "v_layout", "o_layout", "mask_shape"},
-                   ShapeRule::kOwn, "", false, nullptr, true, lower_attention, "`flash_attention` with per-tensor strides and the mask's shape"});
+  table.push_back(OpInfo::onnx("MatMul", 2, 2)
+                      .lowers(lower_matmul,
+                              "`matmul` (`[..., M, K] x [K, N]` with the leading dims folded into M, or "
+                              "equal leading batch dims)"));
+  table.push_back(OpInfo::onnx("Gemm", 2, 3)
+                      .reads({"transA", "transB", "alpha", "beta"})
+                      .lowers(lower_matmul, "`matmul` with `trans_a`, `trans_b` and the bias (alpha = beta = 1)"));
+  table.push_back(OpInfo::npusim("MatMulBias", 2, 3)
+                      .reads({"act"})
+                      .lowers(lower_matmul, "`matmul` with `bias` and `act` (none, relu, gelu, gelu_tanh)"));
+  table.push_back(OpInfo::npusim("FlashAttention", 3, 4)
+                      .reads({"shape", "causal", "scale", "q_layout", "k_layout", "v_layout", "o_layout", "mask_shape"})
+                      .lowers(lower_attention, "`flash_attention` with per-tensor strides and the mask's shape"));
 }
 
 }  // namespace npusim::stack::graph::onnx_ops

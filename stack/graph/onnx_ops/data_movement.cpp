@@ -153,8 +153,8 @@ std::vector<HostArray> fold_transpose(const FoldArgs& a) {
   if (const Attribute* p = a.node.attr("perm")) perm = p->ints;
   else for (std::size_t d = x.shape.size(); d-- > 0;) perm.push_back(static_cast<std::int64_t>(d));
   if (perm.size() != x.shape.size()) throw NoFold{};
-  std::vector<std::int64_t> shape;
-  for (auto p : perm) shape.push_back(x.shape.at(static_cast<std::size_t>(p)));
+  std::vector<std::int64_t> shape(perm.size());
+  for (std::size_t d = 0; d < perm.size(); ++d) shape[d] = x.shape.at(static_cast<std::size_t>(perm[d]));
   const auto xs = strides_of(x.shape), os = strides_of(shape);
   return {gather_elems(x, shape, [&](std::int64_t k) {
     std::int64_t src = 0;
@@ -217,15 +217,22 @@ void lower_transpose(Lowerer& l, const Node& n) {
 }  // namespace
 
 void add_data_movement(std::vector<OpInfo>& table) {
-  table.push_back({"", "Slice", 3, 5, {}, ShapeRule::kOwn, "", false, fold_slice, true, lower_slice,
-                   "`slice` (positive steps; a strided copy job)"});
-  table.push_back({"", "Concat", 1, kVariadic, {"axis"}, ShapeRule::kOwn, "", false, fold_concat, true, lower_concat, "`concat`"});
-  table.push_back({"", "Split", 1, 2, {"axis", "split"}, ShapeRule::kOwn, "", false, nullptr, true, lower_split,
-                   "`split` (sizes from the input, the attribute or the outputs' shapes)"});
-  table.push_back({"", "Gather", 2, 2, {"axis"}, ShapeRule::kOwn, "", false, fold_gather, true, nullptr, ""});
-  table.push_back({"", "Expand", 2, 2, {}, ShapeRule::kOwn, "", false, fold_expand, true, lower_expand, "`expand`"});
-  table.push_back({"", "Transpose", 1, 1, {"perm"}, ShapeRule::kOwn, "", false, fold_transpose, true, lower_transpose,
-                   "`transpose`: any permutation as up to three steps the op takes (keep-last, swap-last-two, keep-last)"});
+  table.push_back(OpInfo::onnx("Slice", 3, 5)
+                      .folds(fold_slice)
+                      .lowers(lower_slice, "`slice` (positive steps; a strided copy job)"));
+  table.push_back(
+      OpInfo::onnx("Concat", 1, kVariadic).reads({"axis"}).folds(fold_concat).lowers(lower_concat, "`concat`"));
+  table.push_back(OpInfo::onnx("Split", 1, 2)
+                      .reads({"axis", "split"})
+                      .lowers(lower_split, "`split` (sizes from the input, the attribute or the outputs' shapes)"));
+  table.push_back(OpInfo::onnx("Gather", 2, 2).reads({"axis"}).folds(fold_gather));
+  table.push_back(OpInfo::onnx("Expand", 2, 2).folds(fold_expand).lowers(lower_expand, "`expand`"));
+  table.push_back(OpInfo::onnx("Transpose", 1, 1)
+                      .reads({"perm"})
+                      .folds(fold_transpose)
+                      .lowers(lower_transpose,
+                              "`transpose`: any permutation as up to three steps the op takes (keep-last, "
+                              "swap-last-two, keep-last)"));
 }
 
 }  // namespace npusim::stack::graph::onnx_ops

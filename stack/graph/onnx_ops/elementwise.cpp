@@ -119,7 +119,13 @@ void lower_variadic(Lowerer& l, const Node& n) {
     if (v == kNoValue) l.fail(n, "an input is missing");
   auto chain = [](const char* fn, const std::vector<std::string>& a) {
     std::string e = a.at(0);
-    for (std::size_t k = 1; k < a.size(); ++k) e = std::string(fn) + "(" + e + "," + a[k] + ")";
+    for (std::size_t k = 1; k < a.size(); ++k) {
+      std::string next = std::string(fn) + "(";
+      next += e;
+      next += ",";
+      next += a[k];
+      e = std::move(next) + ")";
+    }
     return e;
   };
   l.expression(n, op, n.inputs, [&](const auto& a) {
@@ -145,6 +151,10 @@ void lower_where(Lowerer& l, const Node& n) {
   l.expression(n, "Where", n.inputs, [](const auto& a) { return "where(" + a[0] + "," + a[1] + "," + a[2] + ")"; });
 }
 
+std::int64_t int_pow(std::int64_t a, std::int64_t b) {
+  return to_int(std::pow(static_cast<double>(a), static_cast<double>(b)));
+}
+
 std::int64_t int_div(std::int64_t a, std::int64_t b) {
   if (b == 0) throw NoFold{};
   return a / b;  // integer division truncates, as ONNX Runtime's
@@ -157,21 +167,31 @@ void add_elementwise(std::vector<OpInfo>& table) {
       "`add`, `sub`, `mul`, `div`, broadcasting trailing dims or a per-row scalar (Add and Mul swap operands; a scalar "
       "constant becomes a row; `Div(1, x)` is `reciprocal`; any other numpy broadcast expands the inputs first)";
   auto binary = [&](const char* type, const char* fn, Fd fd, Fi fi) {
-    table.push_back({"", type, 2, 2, {}, ShapeRule::kBroadcast, fn, false, binary_fold(fd, fi, false), true, lower_binary, binary_text});
+    table.push_back(OpInfo::onnx(type, 2, 2)
+                        .shaped(ShapeRule::kBroadcast)
+                        .in_expressions_as(fn)
+                        .folds(binary_fold(fd, fi, false))
+                        .lowers(lower_binary, binary_text));
   };
   binary("Add", "add", [](double a, double b) { return a + b; }, [](std::int64_t a, std::int64_t b) { return a + b; });
   binary("Sub", "sub", [](double a, double b) { return a - b; }, [](std::int64_t a, std::int64_t b) { return a - b; });
   binary("Mul", "mul", [](double a, double b) { return a * b; }, [](std::int64_t a, std::int64_t b) { return a * b; });
   binary("Div", "div", [](double a, double b) { return a / b; }, int_div);
-  table.push_back({"", "Pow", 2, 2, {}, ShapeRule::kBroadcast, "pow", false,
-                   binary_fold([](double a, double b) { return std::pow(a, b); },
-                               [](std::int64_t a, std::int64_t b) { return to_int(std::pow(static_cast<double>(a), static_cast<double>(b))); }, false),
-                   true, lower_pow,
-                   "constant exponents: 2 as `mul(x, x)`, 0.5 as `sqrt`; 3, 4, 1.5, 1, -0.5, -1, -2 as one `fused_elementwise` expression"});
+  table.push_back(OpInfo::onnx("Pow", 2, 2)
+                      .shaped(ShapeRule::kBroadcast)
+                      .in_expressions_as("pow")
+                      .folds(binary_fold([](double a, double b) { return std::pow(a, b); }, int_pow, false))
+                      .lowers(lower_pow,
+                              "constant exponents: 2 as `mul(x, x)`, 0.5 as `sqrt`; 3, 4, 1.5, 1, -0.5, -1, "
+                              "-2 as one `fused_elementwise` expression"));
 
-  const std::string variadic_text = "one `fused_elementwise` expression over any number of inputs";
   auto variadic = [&](const char* type, const char* fn, FoldRule fold) {
-    table.push_back({"", type, 1, kVariadic, {}, ShapeRule::kBroadcast, fn, false, std::move(fold), true, lower_variadic, variadic_text});
+    OpInfo op = OpInfo::onnx(type, 1, kVariadic)
+                    .shaped(ShapeRule::kBroadcast)
+                    .in_expressions_as(fn)
+                    .lowers(lower_variadic, "one `fused_elementwise` expression over any number of inputs");
+    if (fold) op.folds(std::move(fold));
+    table.push_back(std::move(op));
   };
   variadic("Max", "max", binary_fold([](double a, double b) { return std::max(a, b); },
                                      [](std::int64_t a, std::int64_t b) { return std::max(a, b); }, false));
@@ -180,29 +200,31 @@ void add_elementwise(std::vector<OpInfo>& table) {
   variadic("Sum", "", nullptr);
   variadic("Mean", "", nullptr);
 
-  // Unary: Neg..Log fold too; Floor, Ceil and Not are host only.
-  const std::string unary_text = "the unary op of the same name (`relu`, `exp`...)";
-  auto unary = [&](const char* type, const char* fn, FoldRule fold, bool device) {
-    table.push_back({"", type, 1, 1, {}, ShapeRule::kSameAsX, fn, false, std::move(fold), true, device ? LowerRule(lower_unary) : nullptr,
-                     device ? unary_text : ""});
+  // Unary: Neg..Log fold too, Relu..Erf do not; Floor, Ceil and Not are host only.
+  auto unary = [&](const char* type, const char* fn, FoldRule fold) {
+    OpInfo op = OpInfo::onnx(type, 1, 1).shaped(ShapeRule::kSameAsX).in_expressions_as(fn);
+    if (fold) op.folds(std::move(fold));
+    if (*fn) op.lowers(lower_unary, "the unary op of the same name (`relu`, `exp`...)");
+    table.push_back(std::move(op));
   };
-  unary("Neg", "neg", unary_fold([](double v) { return -v; }, [](std::int64_t v) { return -v; }), true);
-  unary("Abs", "abs", unary_fold([](double v) { return std::fabs(v); }, [](std::int64_t v) { return v < 0 ? -v : v; }), true);
-  unary("Sqrt", "sqrt", unary_fold([](double v) { return std::sqrt(v); }, nullptr), true);
-  unary("Reciprocal", "reciprocal", unary_fold([](double v) { return 1.0 / v; }, nullptr), true);
-  unary("Exp", "exp", unary_fold([](double v) { return std::exp(v); }, nullptr), true);
-  unary("Log", "log", unary_fold([](double v) { return std::log(v); }, nullptr), true);
-  unary("Relu", "relu", nullptr, true);
-  unary("Sigmoid", "sigmoid", nullptr, true);
-  unary("Tanh", "tanh", nullptr, true);
-  unary("Erf", "erf", nullptr, true);
-  unary("Floor", "", unary_fold([](double v) { return std::floor(v); }, [](std::int64_t v) { return v; }), false);
-  unary("Ceil", "", unary_fold([](double v) { return std::ceil(v); }, [](std::int64_t v) { return v; }), false);
-  unary("Not", "", unary_fold([](double v) { return v == 0 ? 1.0 : 0.0; }, [](std::int64_t v) { return std::int64_t{v == 0}; }), false);
+  unary("Neg", "neg", unary_fold([](double v) { return -v; }, [](std::int64_t v) { return -v; }));
+  unary("Abs", "abs", unary_fold([](double v) { return std::fabs(v); }, [](std::int64_t v) { return v < 0 ? -v : v; }));
+  unary("Sqrt", "sqrt", unary_fold([](double v) { return std::sqrt(v); }, nullptr));
+  unary("Reciprocal", "reciprocal", unary_fold([](double v) { return 1.0 / v; }, nullptr));
+  unary("Exp", "exp", unary_fold([](double v) { return std::exp(v); }, nullptr));
+  unary("Log", "log", unary_fold([](double v) { return std::log(v); }, nullptr));
+  unary("Relu", "relu", nullptr);
+  unary("Sigmoid", "sigmoid", nullptr);
+  unary("Tanh", "tanh", nullptr);
+  unary("Erf", "erf", nullptr);
+  unary("Floor", "", unary_fold([](double v) { return std::floor(v); }, [](std::int64_t v) { return v; }));
+  unary("Ceil", "", unary_fold([](double v) { return std::ceil(v); }, [](std::int64_t v) { return v; }));
+  unary("Not", "",
+        unary_fold([](double v) { return v == 0 ? 1.0 : 0.0; }, [](std::int64_t v) { return std::int64_t{v == 0}; }));
 
   // Comparisons and logic (bool results): host only.
   auto logic = [&](const char* type, Fd fd) {
-    table.push_back({"", type, 2, 2, {}, ShapeRule::kBroadcast, "", false, binary_fold(fd, nullptr, true), true, nullptr, ""});
+    table.push_back(OpInfo::onnx(type, 2, 2).shaped(ShapeRule::kBroadcast).folds(binary_fold(fd, nullptr, true)));
   };
   logic("Equal", [](double a, double b) -> double { return a == b; });
   logic("Less", [](double a, double b) -> double { return a < b; });
@@ -212,8 +234,12 @@ void add_elementwise(std::vector<OpInfo>& table) {
   logic("And", [](double a, double b) -> double { return a != 0 && b != 0; });
   logic("Or", [](double a, double b) -> double { return a != 0 || b != 0; });
 
-  table.push_back({"", "Where", 3, 3, {}, ShapeRule::kBroadcast, "where", false, fold_where, true, lower_where,
-                   "`fused_elementwise` `where(...)` (a constant condition, as 0/1 in the data type)"});
+  table.push_back(
+      OpInfo::onnx("Where", 3, 3)
+          .shaped(ShapeRule::kBroadcast)
+          .in_expressions_as("where")
+          .folds(fold_where)
+          .lowers(lower_where, "`fused_elementwise` `where(...)` (a constant condition, as 0/1 in the data type)"));
 }
 
 }  // namespace npusim::stack::graph::onnx_ops

@@ -79,14 +79,26 @@ void lower_fused_elementwise(Lowerer& l, const Node& n) {
 }  // namespace
 
 void add_fused_vector_ops(std::vector<OpInfo>& table) {
-  table.push_back({"npusim", "RMSNormalization", 2, 2, {"epsilon"}, ShapeRule::kSameAsX, "", false, nullptr, true, lower_rmsnorm, "`rmsnorm`"});
-  table.push_back({"npusim", "Gelu", 1, 1, {"approximate"}, ShapeRule::kSameAsX, "gelu", false, nullptr, true, lower_gelu,
-                   "`gelu` / `gelu_tanh`"});
-  table.push_back({"npusim", "RoPE", 3, 3, {"layout"}, ShapeRule::kSameAsX, "", false, nullptr, true, lower_rope, "`rope` (bnsd or bsnd)"});
-  table.push_back({"npusim", "AddLayerNorm", 3, 4, {"epsilon"}, ShapeRule::kOwn, "", false, nullptr, true, lower_add_layernorm,
-                   "`add_layernorm` (the sum a second output when used)"});
-  table.push_back({"npusim", "FusedElementwise", 1, 8, {"expr", "kernel"}, ShapeRule::kOwn, "", false, nullptr, true, lower_fused_elementwise,
-                   "`fused_elementwise` of the `expr` the pass wrote, the kernel named by `kernel`"});
+  table.push_back(OpInfo::npusim("RMSNormalization", 2, 2)
+                      .reads({"epsilon"})
+                      .shaped(ShapeRule::kSameAsX)
+                      .lowers(lower_rmsnorm, "`rmsnorm`"));
+  table.push_back(OpInfo::npusim("Gelu", 1, 1)
+                      .reads({"approximate"})
+                      .shaped(ShapeRule::kSameAsX)
+                      .in_expressions_as("gelu")
+                      .lowers(lower_gelu, "`gelu` / `gelu_tanh`"));
+  table.push_back(OpInfo::npusim("RoPE", 3, 3)
+                      .reads({"layout"})
+                      .shaped(ShapeRule::kSameAsX)
+                      .lowers(lower_rope, "`rope` (bnsd or bsnd)"));
+  table.push_back(OpInfo::npusim("AddLayerNorm", 3, 4)
+                      .reads({"epsilon"})
+                      .lowers(lower_add_layernorm, "`add_layernorm` (the sum a second output when used)"));
+  table.push_back(OpInfo::npusim("FusedElementwise", 1, 8)
+                      .reads({"expr", "kernel"})
+                      .lowers(lower_fused_elementwise,
+                              "`fused_elementwise` of the `expr` the pass wrote, the kernel named by `kernel`"));
 }
 
 }  // namespace npusim::stack::graph::onnx_ops

@@ -11,6 +11,7 @@
 #include <functional>
 #include <limits>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "stack/graph/graph.hpp"
@@ -49,6 +50,48 @@ struct OpInfo {
   std::string lowered_to;            // what the lowering makes of it, for docs/graph.md
 
   std::string key() const { return domain.empty() ? type : domain + "." + type; }
+
+  // Entries are written as OpInfo::onnx("Add", 2, 2).shaped(...).folds(...).lowers(...), each field named.
+  static OpInfo onnx(std::string type, std::size_t min_inputs, std::size_t max_inputs) {
+    return of("", std::move(type), min_inputs, max_inputs);
+  }
+  static OpInfo npusim(std::string type, std::size_t min_inputs, std::size_t max_inputs) {
+    return of("npusim", std::move(type), min_inputs, max_inputs);
+  }
+  static OpInfo of(std::string domain, std::string type, std::size_t min_inputs, std::size_t max_inputs) {
+    OpInfo op;
+    op.domain = std::move(domain);
+    op.type = std::move(type);
+    op.min_inputs = min_inputs;
+    op.max_inputs = max_inputs;
+    return op;
+  }
+  OpInfo& reads(std::vector<std::string> attrs) {
+    attributes = std::move(attrs);
+    return *this;
+  }
+  OpInfo& shaped(ShapeRule rule) {
+    shape = rule;
+    return *this;
+  }
+  OpInfo& in_expressions_as(std::string fn) {
+    expression = std::move(fn);
+    return *this;
+  }
+  OpInfo& in_expressions_as_activation() {
+    activation = true;
+    return *this;
+  }
+  OpInfo& folds(FoldRule rule, bool reads_constants = true) {
+    fold = std::move(rule);
+    fold_reads_constants = reads_constants;
+    return *this;
+  }
+  OpInfo& lowers(LowerRule rule, std::string what) {
+    lower = std::move(rule);
+    lowered_to = std::move(what);
+    return *this;
+  }
 };
 
 inline constexpr std::size_t kVariadic = std::numeric_limits<std::size_t>::max();

@@ -103,14 +103,19 @@ void add_row_ops(std::vector<OpInfo>& table) {
   const std::string softmax_text =
       "`softmax` / `log_softmax` on the last axis; on an inner axis of [A, K, B]: `transpose` to [A, B, K], the row op, "
       "`transpose` back";
-  table.push_back({"", "Softmax", 1, 1, {"axis"}, ShapeRule::kSameAsX, "", false, nullptr, true, lower_softmax, softmax_text});
-  table.push_back({"", "LogSoftmax", 1, 1, {"axis"}, ShapeRule::kSameAsX, "", false, nullptr, true, lower_softmax, softmax_text});
-  table.push_back({"", "LayerNormalization", 2, 3, {"axis", "epsilon"}, ShapeRule::kSameAsX, "", false, nullptr, true, lower_layernorm,
-                   "`layernorm` over rows of the trailing dims' product (any axis; the Mean/InvStdDev outputs as fp32 with `stats`)"});
+  for (const char* type : {"Softmax", "LogSoftmax"})
+    table.push_back(
+        OpInfo::onnx(type, 1, 1).reads({"axis"}).shaped(ShapeRule::kSameAsX).lowers(lower_softmax, softmax_text));
+  table.push_back(OpInfo::onnx("LayerNormalization", 2, 3)
+                      .reads({"axis", "epsilon"})
+                      .shaped(ShapeRule::kSameAsX)
+                      .lowers(lower_layernorm,
+                              "`layernorm` over rows of the trailing dims' product (any axis; the "
+                              "Mean/InvStdDev outputs as fp32 with `stats`)"));
   const std::string reduce_text = "`reduce_sum`, `reduce_mean`, `reduce_max` over one axis (keepdims or not: a view of the result)";
-  table.push_back({"", "ReduceSum", 1, 2, {"axes", "keepdims"}, ShapeRule::kOwn, "", false, nullptr, true, lower_reduce, reduce_text});
-  table.push_back({"", "ReduceMean", 1, 1, {"axes", "keepdims"}, ShapeRule::kOwn, "", false, nullptr, true, lower_reduce, reduce_text});
-  table.push_back({"", "ReduceMax", 1, 1, {"axes", "keepdims"}, ShapeRule::kOwn, "", false, nullptr, true, lower_reduce, reduce_text});
+  table.push_back(OpInfo::onnx("ReduceSum", 1, 2).reads({"axes", "keepdims"}).lowers(lower_reduce, reduce_text));
+  table.push_back(OpInfo::onnx("ReduceMean", 1, 1).reads({"axes", "keepdims"}).lowers(lower_reduce, reduce_text));
+  table.push_back(OpInfo::onnx("ReduceMax", 1, 1).reads({"axes", "keepdims"}).lowers(lower_reduce, reduce_text));
 }
 
 }  // namespace npusim::stack::graph::onnx_ops

@@ -147,20 +147,33 @@ void lower_cast(Lowerer& l, const Node& n) {
 
 void add_shape_ops(std::vector<OpInfo>& table) {
   const std::string view = "a view: the same buffer under the output's shape";
-  table.push_back({"", "Identity", 1, 1, {}, ShapeRule::kView, "", false, fold_view, true, lower_view, view});
-  table.push_back({"", "Reshape", 2, 2, {"allowzero"}, ShapeRule::kView, "", false, fold_view, true, lower_view, view});
-  table.push_back({"", "Flatten", 1, 1, {"axis"}, ShapeRule::kView, "", false, fold_view, true, lower_view, view});
-  table.push_back({"", "Squeeze", 1, 2, {"axes"}, ShapeRule::kView, "", false, fold_view, true, lower_view, view});
-  table.push_back({"", "Unsqueeze", 1, 2, {"axes"}, ShapeRule::kView, "", false, fold_view, true, lower_view, view});
-  table.push_back({"", "Constant", 0, 0, {"value", "value_float", "value_floats", "value_int", "value_ints"}, ShapeRule::kOwn, "", false,
-                   fold_constant, false, lower_constant,
-                   "a constant tensor uploaded before the first step (the `value` tensor form; integer constants stay on the host)"});
-  table.push_back({"", "Shape", 1, 1, {"start", "end"}, ShapeRule::kOwn, "", false, fold_shape, false, nullptr, ""});
-  table.push_back({"", "Size", 1, 1, {}, ShapeRule::kOwn, "", false, fold_shape, false, nullptr, ""});
-  table.push_back({"", "ConstantOfShape", 1, 1, {"value"}, ShapeRule::kOwn, "", false, fold_constant_of_shape, true, nullptr, ""});
-  table.push_back({"", "Range", 3, 3, {}, ShapeRule::kOwn, "", false, fold_range, true, nullptr, ""});
-  table.push_back({"", "Cast", 1, 1, {"to"}, ShapeRule::kSameAsX, "", false, fold_cast, true, lower_cast,
-                   "`cast` (a view when the type does not change)"});
+  auto view_op = [&](const char* type, std::size_t min_inputs, std::size_t max_inputs, std::vector<std::string> attrs) {
+    table.push_back(OpInfo::onnx(type, min_inputs, max_inputs)
+                        .reads(std::move(attrs))
+                        .shaped(ShapeRule::kView)
+                        .folds(fold_view)
+                        .lowers(lower_view, view));
+  };
+  view_op("Identity", 1, 1, {});
+  view_op("Reshape", 2, 2, {"allowzero"});
+  view_op("Flatten", 1, 1, {"axis"});
+  view_op("Squeeze", 1, 2, {"axes"});
+  view_op("Unsqueeze", 1, 2, {"axes"});
+  table.push_back(OpInfo::onnx("Constant", 0, 0)
+                      .reads({"value", "value_float", "value_floats", "value_int", "value_ints"})
+                      .folds(fold_constant, false)
+                      .lowers(lower_constant,
+                              "a constant tensor uploaded before the first step (the `value` tensor "
+                              "form; integer constants stay on the host)"));
+  table.push_back(OpInfo::onnx("Shape", 1, 1).reads({"start", "end"}).folds(fold_shape, false));
+  table.push_back(OpInfo::onnx("Size", 1, 1).folds(fold_shape, false));
+  table.push_back(OpInfo::onnx("ConstantOfShape", 1, 1).reads({"value"}).folds(fold_constant_of_shape));
+  table.push_back(OpInfo::onnx("Range", 3, 3).folds(fold_range));
+  table.push_back(OpInfo::onnx("Cast", 1, 1)
+                      .reads({"to"})
+                      .shaped(ShapeRule::kSameAsX)
+                      .folds(fold_cast)
+                      .lowers(lower_cast, "`cast` (a view when the type does not change)"));
 }
 
 }  // namespace npusim::stack::graph::onnx_ops

@@ -62,7 +62,8 @@ int fold_constants(Graph& g) {
     } catch (const std::exception&) {  // a malformed node (an axis out of range...): left for the lowering to report
       continue;
     }
-    if (out.size() != n.outputs.size() || std::any_of(out.begin(), out.end(), [](const HostArray& a) { return a.size() > kMaxFoldElements; }))
+    if (out.size() != n.outputs.size() ||
+        std::any_of(out.begin(), out.end(), [](const HostArray& a) { return a.size() > kMaxFoldElements; }))
       continue;
     std::vector<Tensor> tensors;
     try {

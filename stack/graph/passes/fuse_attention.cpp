@@ -99,13 +99,12 @@ bool causal_triangle(const std::vector<double>& c, std::int64_t s, std::int64_t 
   return true;
 }
 
-
 // One candidate, stage by stage: from the output MatMul back through Softmax, the mask, the scale and the scores
 // MatMul to the operands' views.
 struct Candidate {
-  std::vector<NodeId> removed;             // the scores chain's nodes
-  ValueId x = kNoValue;                    // the value walked back to (the scores before the next stage)
-  std::vector<std::int64_t> scores;        // the scores' shape [B, (N,) S, SK]
+  std::vector<NodeId> removed;       // the scores chain's nodes
+  ValueId x = kNoValue;              // the value walked back to (the scores before the next stage)
+  std::vector<std::int64_t> scores;  // the scores' shape [B, (N,) S, SK]
   std::int64_t s = 0, sk = 0;
   bool causal = false;
   ValueId mask = kNoValue;
@@ -164,7 +163,8 @@ bool match_where_mask(const Graph& g, NodeId wh, Candidate& c) {
     t.bytes.resize(static_cast<std::size_t>(c.s * c.sk) * elem_bytes(t.type));
     for (std::size_t i = 0; i < cv.size(); ++i) {
       const bool allowed = (cv[i] != 0) != low_first;
-      hw::isa::store_float(&t.bytes[i * elem_bytes(t.type)], *dt, allowed ? 0.0f : static_cast<float>(std::max(low, -65504.0)));
+      hw::isa::store_float(&t.bytes[i * elem_bytes(t.type)], *dt,
+                           allowed ? 0.0f : static_cast<float>(std::max(low, -65504.0)));
     }
     c.where_mask = std::move(t);
     c.mask_dims = std::array<std::int64_t, 3>{1, 1, c.s};
@@ -207,7 +207,8 @@ void absorb_scalar(const Graph& g, ValueId* v, Candidate& c) {
 // The optional scale (Div or Mul by a scalar constant), then the scores MatMul, whose operands may each carry a
 // scalar factor (torch's SDPA export scales Q and K^T by sqrt(scale) each).
 bool match_scores(const Graph& g, Candidate& c) {
-  if (const NodeId div = producer(g, c.x, "Div"); div >= 0 && single_use(g, c.x) && scalar_constant(g, g.node(div).inputs[1])) {
+  if (const NodeId div = producer(g, c.x, "Div");
+      div >= 0 && single_use(g, c.x) && scalar_constant(g, g.node(div).inputs[1])) {
     c.scale = 1.0 / *scalar_constant(g, g.node(div).inputs[1]);
     c.x = g.node(div).inputs[0];
     c.removed.push_back(div);
@@ -240,7 +241,8 @@ std::optional<Layouts> match_layouts(const Graph& g, const Node& mm2, const Cand
   if (!ktv->transpose(swap)) return std::nullopt;
   const auto q = heads_of(*qv, false), k = heads_of(*ktv, true), v = heads_of(*vv, true), o = heads_of(*ov, false);
   if (!q || !k || !v || !o) return std::nullopt;
-  if (q->S != c.s || k->S != c.sk || v->S != c.sk || k->D != q->D || v->D != q->D || o->D != q->D || o->S != c.s) return std::nullopt;
+  if (q->S != c.s || k->S != c.sk || v->S != c.sk || k->D != q->D || v->D != q->D || o->D != q->D || o->S != c.s)
+    return std::nullopt;
   if (k->B != q->B || v->B != q->B || o->B != q->B || k->N != q->N || v->N != q->N || o->N != q->N) return std::nullopt;
   if (k->kv_heads != v->kv_heads || q->N % k->kv_heads != 0) return std::nullopt;
   const auto& xs = c.scores;

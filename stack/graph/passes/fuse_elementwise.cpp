@@ -61,7 +61,8 @@ bool external_ok(const Graph& g, ValueId v, const std::vector<std::int64_t>& out
 // Whether node n can be in a group whose values have shape `out` and type `t`.
 bool fusable(const Graph& g, const Node& n, const std::vector<std::int64_t>& out, ElemType t) {
   const onnx_ops::OpInfo* op = elementwise_op(n);
-  if (!op || n.outputs.size() != 1 || !shape_is(g.value(n.outputs[0]), out) || g.value(n.outputs[0]).type != t) return false;
+  if (!op || n.outputs.size() != 1 || !shape_is(g.value(n.outputs[0]), out) || g.value(n.outputs[0]).type != t)
+    return false;
   if (n.op_type == "Pow") {
     if (n.inputs.size() != 2) return false;
     const auto e = scalar_constant(g, n.inputs.at(1));
@@ -70,7 +71,10 @@ bool fusable(const Graph& g, const Node& n, const std::vector<std::int64_t>& out
   }
   // The arity of its function in the expression language (Max and Min of more than two inputs do not join).
   const std::string& fn = op->expression;
-  const std::size_t arity = fn == "where" ? 3 : fn == "add" || fn == "sub" || fn == "mul" || fn == "div" || fn == "max" || fn == "min" || fn == "pow" ? 2 : 1;
+  const std::size_t arity =
+      fn == "where"                                                                                           ? 3
+      : fn == "add" || fn == "sub" || fn == "mul" || fn == "div" || fn == "max" || fn == "min" || fn == "pow" ? 2
+                                                                                                              : 1;
   if (n.inputs.size() != arity) return false;
   for (std::size_t k = 0; k < n.inputs.size(); ++k) {
     const ValueId v = n.inputs[k];

@@ -3,8 +3,8 @@
 
 #include <algorithm>
 #include <cmath>
-#include <string>
 #include <optional>
+#include <string>
 
 #include "stack/graph/graph.hpp"
 #include "stack/graph/onnx_ops/op_table.hpp"

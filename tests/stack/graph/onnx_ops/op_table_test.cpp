@@ -26,7 +26,8 @@ TEST(OpTable, EveryOpHasOneEntryAndSaysWhatItLowersTo) {
     EXPECT_TRUE(op.domain.empty() || op.domain == "npusim") << op.key();
     EXPECT_LE(op.min_inputs, op.max_inputs) << op.key();
     EXPECT_TRUE(op.fold || op.lower) << op.key() << " has neither a fold nor a lowering rule";
-    EXPECT_EQ(op.lower != nullptr, !op.lowered_to.empty()) << op.key() << ": a lowering rule and its description go together";
+    EXPECT_EQ(op.lower != nullptr, !op.lowered_to.empty())
+        << op.key() << ": a lowering rule and its description go together";
     EXPECT_FALSE(op.activation && !op.expression.empty()) << op.key();
     if (op.domain == "npusim") {
       EXPECT_FALSE(op.fold) << op.key() << ": the npusim ops are made by passes, after folding";
@@ -54,8 +55,10 @@ TEST(OpTable, TheDocsTableIsTheOneTheTablePrints) {
 TEST(OpTable, LoweredTypesAreTheOpsWithALoweringRule) {
   const std::vector<std::string>& types = supported_op_types();
   const std::set<std::string> set(types.begin(), types.end());
-  for (const char* k : {"Add", "MatMul", "Where", "Clip", "npusim.FlashAttention", "npusim.FusedElementwise"}) EXPECT_TRUE(set.count(k)) << k;
-  for (const char* k : {"Shape", "Gather", "Equal", "Range", "Floor"}) EXPECT_FALSE(set.count(k)) << k << " is host only";
+  for (const char* k : {"Add", "MatMul", "Where", "Clip", "npusim.FlashAttention", "npusim.FusedElementwise"})
+    EXPECT_TRUE(set.count(k)) << k;
+  for (const char* k : {"Shape", "Gather", "Equal", "Range", "Floor"})
+    EXPECT_FALSE(set.count(k)) << k << " is host only";
 }
 
 // The passes' arity check reads the table: ONNX's Max takes one input or more, Add exactly two.
