@@ -20,7 +20,8 @@ std::optional<std::string> activation_expr(const Node& n, const std::string& x) 
   if (op == "Selu")
     return "mul(add(relu(" + x + "),mul(" + expm1_neg + "," + lit("alpha", 1.67326319217681884765625f) + "))," +
            lit("gamma", 1.05070102214813232421875f) + ")";
-  if (op == "HardSigmoid") return "max(min(add(mul(" + x + "," + lit("alpha", 0.2f) + ")," + lit("beta", 0.5f) + "),1),0)";
+  if (op == "HardSigmoid")
+    return "max(min(add(mul(" + x + "," + lit("alpha", 0.2f) + ")," + lit("beta", 0.5f) + "),1),0)";
   if (op == "Softplus") return "add(relu(" + x + "),log(add(exp(neg(abs(" + x + "))),1)))";
   if (op == "Softsign") return "div(" + x + ",add(abs(" + x + "),1))";
   return std::nullopt;
@@ -48,7 +49,8 @@ void lower_clip(Lowerer& l, const Node& n) {
     if (const Attribute* a = n.attr("min")) lo = num(a->f);
     if (const Attribute* a = n.attr("max")) hi = num(a->f);
   }
-  const bool has_lo = n.inputs.size() > 1 && n.inputs[1] != kNoValue, has_hi = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
+  const bool has_lo = n.inputs.size() > 1 && n.inputs[1] != kNoValue,
+             has_hi = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
   if (!has_lo && !has_hi && lo.empty() && hi.empty()) {
     l.view(n, n.outputs[0], l.in(n, 0));
     return;

@@ -18,7 +18,8 @@ void lower_matmul(Lowerer& l, const Node& n) {
   const int o = l.out(n, 0);
   const bool gemm = n.op_type == "Gemm", fused = n.op_type == "MatMulBias";
   const bool ta = gemm && n.attr_int("transA", 0), tb = gemm && n.attr_int("transB", 0);
-  if (gemm && (n.attr_float("alpha", 1.0f) != 1.0f || n.attr_float("beta", 1.0f) != 1.0f)) l.fail(n, "alpha and beta must be 1");
+  if (gemm && (n.attr_float("alpha", 1.0f) != 1.0f || n.attr_float("beta", 1.0f) != 1.0f))
+    l.fail(n, "alpha and beta must be 1");
   const ops::Shape sa = l.t(a).desc.shape, sb = l.t(b).desc.shape;
   ops::MatMulCall call;
   std::uint64_t M = 0, K = 0, N = 0, batch = 1;
@@ -34,11 +35,14 @@ void lower_matmul(Lowerer& l, const Node& n) {
     N = sb.back();
     if (sb[sb.size() - 2] != K) l.fail(n, "K differs: " + ops::shape_string(sa) + " x " + ops::shape_string(sb));
   } else {
-    l.fail(n, "shapes " + ops::shape_string(sa) + " x " + ops::shape_string(sb) + " are not supported (2-D weights or equal batch dims)");
+    l.fail(n, "shapes " + ops::shape_string(sa) + " x " + ops::shape_string(sb) +
+                  " are not supported (2-D weights or equal batch dims)");
   }
   if (fused) {
-    static const std::map<std::string, ops::MatMulAct> acts = {
-        {"none", ops::MatMulAct::kNone}, {"relu", ops::MatMulAct::kRelu}, {"gelu", ops::MatMulAct::kGelu}, {"gelu_tanh", ops::MatMulAct::kGeluTanh}};
+    static const std::map<std::string, ops::MatMulAct> acts = {{"none", ops::MatMulAct::kNone},
+                                                               {"relu", ops::MatMulAct::kRelu},
+                                                               {"gelu", ops::MatMulAct::kGelu},
+                                                               {"gelu_tanh", ops::MatMulAct::kGeluTanh}};
     if (const Attribute* act = n.attr("act")) {
       const auto it = acts.find(act->s);
       if (it == acts.end()) l.fail(n, "the activation '" + act->s + "' is not one of none, relu, gelu, gelu_tanh");
@@ -90,11 +94,13 @@ void lower_attention(Lowerer& l, const Node& n) {
   call.scale = n.attr_float("scale", 1.0f);
   for (auto [tn, strides] : {std::pair{"q", &call.q}, {"k", &call.k}, {"v", &call.v}, {"o", &call.o}}) {
     const Attribute* lay = n.attr(std::string(tn) + "_layout");
-    if (!lay || lay->ints.size() != 4) l.fail(n, std::string("the '") + tn + "_layout' attribute (b, n, s strides, offset) is missing");
+    if (!lay || lay->ints.size() != 4)
+      l.fail(n, std::string("the '") + tn + "_layout' attribute (b, n, s strides, offset) is missing");
     for (auto x : lay->ints)
       if (x < 0) l.fail(n, std::string("the '") + tn + "_layout' attribute has a negative stride or offset");
-    *strides = ops::AttentionStrides{static_cast<std::uint64_t>(lay->ints[0]), static_cast<std::uint64_t>(lay->ints[1]),
-                                     static_cast<std::uint64_t>(lay->ints[2]), static_cast<std::uint64_t>(lay->ints[3])};
+    *strides =
+        ops::AttentionStrides{static_cast<std::uint64_t>(lay->ints[0]), static_cast<std::uint64_t>(lay->ints[1]),
+                              static_cast<std::uint64_t>(lay->ints[2]), static_cast<std::uint64_t>(lay->ints[3])};
   }
   q = l.to_half(n, q, cube, "q");
   k = l.to_half(n, k, cube, "k");
@@ -106,7 +112,8 @@ void lower_attention(Lowerer& l, const Node& n) {
     ins.push_back(m);
     call.mask = true;
     if (const Attribute* ms = n.attr("mask_shape")) {
-      if (ms->ints.size() != 3) l.fail(n, "the 'mask_shape' attribute (batch, head, row dims of the mask) is not three ints");
+      if (ms->ints.size() != 3)
+        l.fail(n, "the 'mask_shape' attribute (batch, head, row dims of the mask) is not three ints");
       std::vector<std::uint32_t> dims3;
       for (auto x : ms->ints) dims3.push_back(dim_attr(l, n, x, "mask_shape"));
       call.mask_shape = dims3;

@@ -13,10 +13,14 @@ std::vector<HostArray> fold_slice(const FoldArgs& a) {
   const HostArray &x = a.need(0), &st = a.need(1), &en = a.need(2);
   const auto rank = static_cast<std::int64_t>(x.shape.size());
   std::vector<std::int64_t> axes, steps;
-  if (const HostArray* ax = a.optional(3)) axes = ax->i;
-  else for (std::int64_t d = 0; d < static_cast<std::int64_t>(st.i.size()); ++d) axes.push_back(d);
-  if (const HostArray* sp = a.optional(4)) steps = sp->i;
-  else steps.assign(axes.size(), 1);
+  if (const HostArray* ax = a.optional(3))
+    axes = ax->i;
+  else
+    for (std::int64_t d = 0; d < static_cast<std::int64_t>(st.i.size()); ++d) axes.push_back(d);
+  if (const HostArray* sp = a.optional(4))
+    steps = sp->i;
+  else
+    steps.assign(axes.size(), 1);
   std::vector<std::int64_t> start(x.shape.size(), 0), step(x.shape.size(), 1), shape = x.shape;
   for (std::size_t k = 0; k < axes.size(); ++k) {
     const auto ax = static_cast<std::size_t>(norm_axis(axes[k], rank));
@@ -51,7 +55,8 @@ void lower_slice(Lowerer& l, const Node& n) {
   const ops::Shape s = l.t(x).desc.shape;
   const auto starts = l.ints_of(n, 1, "starts"), ends = l.ints_of(n, 2, "ends");
   std::vector<std::int64_t> axes = l.ints_of(n, 3, "axes"), steps = l.ints_of(n, 4, "steps");
-  if (axes.empty()) for (std::size_t d = 0; d < starts.size(); ++d) axes.push_back(static_cast<std::int64_t>(d));
+  if (axes.empty())
+    for (std::size_t d = 0; d < starts.size(); ++d) axes.push_back(static_cast<std::int64_t>(d));
   if (steps.empty()) steps.assign(axes.size(), 1);
   if (starts.size() != axes.size() || ends.size() != axes.size() || steps.size() != axes.size())
     l.fail(n, "starts, ends, axes and steps differ in length");
@@ -72,8 +77,10 @@ std::vector<HostArray> fold_concat(const FoldArgs& a) {
   const std::int64_t axis = norm_axis(a.node.attr_int("axis", 0), rank);
   std::vector<std::int64_t> shape = x.shape;
   shape[static_cast<std::size_t>(axis)] = 0;
-  for (std::size_t k = 0; k < a.in.size(); ++k) shape[static_cast<std::size_t>(axis)] += a.need(k).shape.at(static_cast<std::size_t>(axis));
-  HostArray out = make(x.type, shape, [](std::int64_t) { return 0.0; }, [](std::int64_t) { return std::int64_t{0}; });
+  for (std::size_t k = 0; k < a.in.size(); ++k)
+    shape[static_cast<std::size_t>(axis)] += a.need(k).shape.at(static_cast<std::size_t>(axis));
+  HostArray out = make(
+      x.type, shape, [](std::int64_t) { return 0.0; }, [](std::int64_t) { return std::int64_t{0}; });
   const auto st = strides_of(shape);
   std::int64_t at = 0;
   for (std::size_t k = 0; k < a.in.size(); ++k) {
@@ -87,8 +94,10 @@ std::vector<HostArray> fold_concat(const FoldArgs& a) {
         rem %= ps[d];
         dst += (c + (static_cast<std::int64_t>(d) == axis ? at : 0)) * st[d];
       }
-      if (out.is_int()) out.i[static_cast<std::size_t>(dst)] = p.i[static_cast<std::size_t>(e)];
-      else out.f[static_cast<std::size_t>(dst)] = p.f[static_cast<std::size_t>(e)];
+      if (out.is_int())
+        out.i[static_cast<std::size_t>(dst)] = p.i[static_cast<std::size_t>(e)];
+      else
+        out.f[static_cast<std::size_t>(dst)] = p.f[static_cast<std::size_t>(e)];
     }
     at += p.shape[static_cast<std::size_t>(axis)];
   }
@@ -111,7 +120,8 @@ void lower_split(Lowerer& l, const Node& n) {
   std::vector<int> outs;
   for (std::size_t k = 0; k < n.outputs.size(); ++k) {
     outs.push_back(l.out(n, k));
-    if (sizes.size() < n.outputs.size()) sizes.push_back(static_cast<std::int64_t>(l.t(outs.back()).desc.shape[static_cast<std::size_t>(axis)]));
+    if (sizes.size() < n.outputs.size())
+      sizes.push_back(static_cast<std::int64_t>(l.t(outs.back()).desc.shape[static_cast<std::size_t>(axis)]));
   }
   sizes.resize(n.outputs.size());
   l.step(n, "split", ops::SplitCall{axis, sizes}, {x}, outs);
@@ -150,15 +160,18 @@ void lower_expand(Lowerer& l, const Node& n) {
 std::vector<HostArray> fold_transpose(const FoldArgs& a) {
   const HostArray& x = a.need(0);
   std::vector<std::int64_t> perm;
-  if (const Attribute* p = a.node.attr("perm")) perm = p->ints;
-  else for (std::size_t d = x.shape.size(); d-- > 0;) perm.push_back(static_cast<std::int64_t>(d));
+  if (const Attribute* p = a.node.attr("perm"))
+    perm = p->ints;
+  else
+    for (std::size_t d = x.shape.size(); d-- > 0;) perm.push_back(static_cast<std::int64_t>(d));
   if (perm.size() != x.shape.size()) throw NoFold{};
   std::vector<std::int64_t> shape(perm.size());
   for (std::size_t d = 0; d < perm.size(); ++d) shape[d] = x.shape.at(static_cast<std::size_t>(perm[d]));
   const auto xs = strides_of(x.shape), os = strides_of(shape);
   return {gather_elems(x, shape, [&](std::int64_t k) {
     std::int64_t src = 0;
-    for (std::size_t d = 0; d < shape.size(); ++d) src += (k / os[d]) % shape[d] * xs[static_cast<std::size_t>(perm[d])];
+    for (std::size_t d = 0; d < shape.size(); ++d)
+      src += (k / os[d]) % shape[d] * xs[static_cast<std::size_t>(perm[d])];
     return src;
   })};
 }
@@ -192,7 +205,9 @@ void lower_transpose(Lowerer& l, const Node& n) {
       q.push_back(static_cast<std::size_t>(std::find(cur.begin(), cur.end(), d) - cur.begin()));
       shape.push_back(s[d]);
     }
-    const int dst = last ? o : l.temp(n.name + "/step" + std::to_string(l.program().steps.size()), ops::TensorDesc{shape, l.t(x).desc.dtype});
+    const int dst = last ? o
+                         : l.temp(n.name + "/step" + std::to_string(l.program().steps.size()),
+                                  ops::TensorDesc{shape, l.t(x).desc.dtype});
     l.step(n, "transpose", ops::TransposeCall{q}, {at}, {dst});
     at = dst;
     cur = want;

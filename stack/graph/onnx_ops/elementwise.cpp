@@ -23,14 +23,19 @@ FoldRule binary_fold(Fd fd, Fi fi, bool to_bool) {
     const HostArray &x = a.need(0), &y = a.need(1);
     const auto shape = broadcast_shape({x.shape, y.shape});
     const bool ints_in = x.is_int() && y.is_int();
-    return {make(to_bool ? ElemType::kBool : x.type, shape,
-                 [&](std::int64_t k) { return fd(x.num(bcast_index(x.shape, shape, k)), y.num(bcast_index(y.shape, shape, k))); },
-                 [&](std::int64_t k) {
-                   const std::int64_t xi = bcast_index(x.shape, shape, k), yi = bcast_index(y.shape, shape, k);
-                   if (ints_in && fi) return fi(x.i[static_cast<std::size_t>(xi)], y.i[static_cast<std::size_t>(yi)]);
-                   if (ints_in) return to_int(fd(static_cast<double>(x.i[static_cast<std::size_t>(xi)]), static_cast<double>(y.i[static_cast<std::size_t>(yi)])));
-                   return to_int(fd(x.num(xi), y.num(yi)));
-                 })};
+    return {make(
+        to_bool ? ElemType::kBool : x.type, shape,
+        [&](std::int64_t k) {
+          return fd(x.num(bcast_index(x.shape, shape, k)), y.num(bcast_index(y.shape, shape, k)));
+        },
+        [&](std::int64_t k) {
+          const std::int64_t xi = bcast_index(x.shape, shape, k), yi = bcast_index(y.shape, shape, k);
+          if (ints_in && fi) return fi(x.i[static_cast<std::size_t>(xi)], y.i[static_cast<std::size_t>(yi)]);
+          if (ints_in)
+            return to_int(fd(static_cast<double>(x.i[static_cast<std::size_t>(xi)]),
+                             static_cast<double>(y.i[static_cast<std::size_t>(yi)])));
+          return to_int(fd(x.num(xi), y.num(yi)));
+        })};
   };
 }
 
@@ -38,10 +43,12 @@ FoldRule binary_fold(Fd fd, Fi fi, bool to_bool) {
 FoldRule unary_fold(double (*fd)(double), std::int64_t (*fi)(std::int64_t)) {
   return [fd, fi](const FoldArgs& a) -> std::vector<HostArray> {
     const HostArray& x = a.need(0);
-    return {make(x.type, x.shape, [&](std::int64_t k) { return fd(x.f[static_cast<std::size_t>(k)]); }, [&](std::int64_t k) {
-      if (!fi) throw NoFold{};
-      return fi(x.i[static_cast<std::size_t>(k)]);
-    })};
+    return {make(
+        x.type, x.shape, [&](std::int64_t k) { return fd(x.f[static_cast<std::size_t>(k)]); },
+        [&](std::int64_t k) {
+          if (!fi) throw NoFold{};
+          return fi(x.i[static_cast<std::size_t>(k)]);
+        })};
   };
 }
 
@@ -55,7 +62,8 @@ void lower_binary(Lowerer& l, const Node& n) {
     const bool column = small.size() == big.size() && big.size() >= 2 && small.back() == 1 &&
                         std::equal(small.begin(), small.end() - 1, big.begin());  // a per-row scalar
     while (small.size() > 1 && small.front() == 1) small.erase(small.begin());
-    return column || (small.size() <= big.size() && std::equal(small.begin(), small.end(), big.end() - static_cast<std::ptrdiff_t>(small.size())));
+    return column || (small.size() <= big.size() &&
+                      std::equal(small.begin(), small.end(), big.end() - static_cast<std::ptrdiff_t>(small.size())));
   };
   if (op == "Div" && ops::elements(sa) == 1 && !l.t(a).constant.empty() && ops::elements(sb) > 1) {
     const auto one = l.graph().value(n.inputs[0]).constant->as_doubles();
@@ -72,7 +80,8 @@ void lower_binary(Lowerer& l, const Node& n) {
       const std::uint64_t h = sa.back(), es = hw::isa::dtype_bytes(l.t(b).desc.dtype);
       const int wide = l.temp(l.t(b).name + "/row", ops::TensorDesc{ops::Shape{h}, l.t(b).desc.dtype});
       for (std::uint64_t i = 0; i < h; ++i)
-        l.t(wide).constant.insert(l.t(wide).constant.end(), l.t(b).constant.begin(), l.t(b).constant.begin() + static_cast<std::ptrdiff_t>(es));
+        l.t(wide).constant.insert(l.t(wide).constant.end(), l.t(b).constant.begin(),
+                                  l.t(b).constant.begin() + static_cast<std::ptrdiff_t>(es));
       b = wide;
     } else {
       const ops::Shape o = l.t(l.out(n, 0)).desc.shape;
@@ -92,9 +101,13 @@ void lower_pow(Lowerer& l, const Node& n) {
   if (!e.constant || e.constant->elements() != 1) l.fail(n, "the exponent must be a constant scalar");
   const double ex = e.constant->as_doubles()[0];
   const int x = l.in(n, 0);
-  static const std::map<double, std::string> forms = {
-      {1.0, "x0"}, {3.0, "mul(mul(x0,x0),x0)"}, {4.0, "mul(mul(x0,x0),mul(x0,x0))"}, {-1.0, "reciprocal(x0)"},
-      {-2.0, "reciprocal(mul(x0,x0))"}, {-0.5, "rsqrt(x0)"}, {1.5, "mul(x0,sqrt(x0))"}};
+  static const std::map<double, std::string> forms = {{1.0, "x0"},
+                                                      {3.0, "mul(mul(x0,x0),x0)"},
+                                                      {4.0, "mul(mul(x0,x0),mul(x0,x0))"},
+                                                      {-1.0, "reciprocal(x0)"},
+                                                      {-2.0, "reciprocal(mul(x0,x0))"},
+                                                      {-0.5, "rsqrt(x0)"},
+                                                      {1.5, "mul(x0,sqrt(x0))"}};
   if (ex == 2.0)
     l.step(n, "mul", ops::Operands{}, {x, x}, {l.out(n, 0)});
   else if (ex == 0.5)
@@ -138,16 +151,20 @@ std::vector<HostArray> fold_where(const FoldArgs& args) {
   const HostArray &x = args.need(0), &a = args.need(1), &b = args.need(2);
   const auto shape = broadcast_shape({x.shape, a.shape, b.shape});
   auto pick = [&](std::int64_t k) { return x.num(bcast_index(x.shape, shape, k)) != 0; };
-  return {make(a.type, shape,
-               [&](std::int64_t k) { return pick(k) ? a.num(bcast_index(a.shape, shape, k)) : b.num(bcast_index(b.shape, shape, k)); },
-               [&](std::int64_t k) {
-                 return pick(k) ? a.i[static_cast<std::size_t>(bcast_index(a.shape, shape, k))]
-                                : b.i[static_cast<std::size_t>(bcast_index(b.shape, shape, k))];
-               })};
+  return {make(
+      a.type, shape,
+      [&](std::int64_t k) {
+        return pick(k) ? a.num(bcast_index(a.shape, shape, k)) : b.num(bcast_index(b.shape, shape, k));
+      },
+      [&](std::int64_t k) {
+        return pick(k) ? a.i[static_cast<std::size_t>(bcast_index(a.shape, shape, k))]
+                       : b.i[static_cast<std::size_t>(bcast_index(b.shape, shape, k))];
+      })};
 }
 
 void lower_where(Lowerer& l, const Node& n) {
-  if (!l.graph().value(n.inputs.at(0)).constant) l.fail(n, "the condition must be a constant (bool tensors do not live on the device)");
+  if (!l.graph().value(n.inputs.at(0)).constant)
+    l.fail(n, "the condition must be a constant (bool tensors do not live on the device)");
   l.expression(n, "Where", n.inputs, [](const auto& a) { return "where(" + a[0] + "," + a[1] + "," + a[2] + ")"; });
 }
 
@@ -173,10 +190,14 @@ void add_elementwise(std::vector<OpInfo>& table) {
                         .folds(binary_fold(fd, fi, false))
                         .lowers(lower_binary, binary_text));
   };
-  binary("Add", "add", [](double a, double b) { return a + b; }, [](std::int64_t a, std::int64_t b) { return a + b; });
-  binary("Sub", "sub", [](double a, double b) { return a - b; }, [](std::int64_t a, std::int64_t b) { return a - b; });
-  binary("Mul", "mul", [](double a, double b) { return a * b; }, [](std::int64_t a, std::int64_t b) { return a * b; });
-  binary("Div", "div", [](double a, double b) { return a / b; }, int_div);
+  binary(
+      "Add", "add", [](double a, double b) { return a + b; }, [](std::int64_t a, std::int64_t b) { return a + b; });
+  binary(
+      "Sub", "sub", [](double a, double b) { return a - b; }, [](std::int64_t a, std::int64_t b) { return a - b; });
+  binary(
+      "Mul", "mul", [](double a, double b) { return a * b; }, [](std::int64_t a, std::int64_t b) { return a * b; });
+  binary(
+      "Div", "div", [](double a, double b) { return a / b; }, int_div);
   table.push_back(OpInfo::onnx("Pow", 2, 2)
                       .shaped(ShapeRule::kBroadcast)
                       .in_expressions_as("pow")
@@ -193,10 +214,12 @@ void add_elementwise(std::vector<OpInfo>& table) {
     if (fold) op.folds(std::move(fold));
     table.push_back(std::move(op));
   };
-  variadic("Max", "max", binary_fold([](double a, double b) { return std::max(a, b); },
-                                     [](std::int64_t a, std::int64_t b) { return std::max(a, b); }, false));
-  variadic("Min", "min", binary_fold([](double a, double b) { return std::min(a, b); },
-                                     [](std::int64_t a, std::int64_t b) { return std::min(a, b); }, false));
+  variadic("Max", "max",
+           binary_fold([](double a, double b) { return std::max(a, b); },
+                       [](std::int64_t a, std::int64_t b) { return std::max(a, b); }, false));
+  variadic("Min", "min",
+           binary_fold([](double a, double b) { return std::min(a, b); },
+                       [](std::int64_t a, std::int64_t b) { return std::min(a, b); }, false));
   variadic("Sum", "", nullptr);
   variadic("Mean", "", nullptr);
 

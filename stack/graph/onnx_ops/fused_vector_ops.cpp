@@ -65,7 +65,8 @@ void lower_fused_elementwise(Lowerer& l, const Node& n) {
     const Value& v = l.graph().value(n.inputs[k]);
     int x = -1;
     if (v.constant && !device_dtype(v.type)) {
-      x = l.temp(n.name + "/x" + std::to_string(k), ops::TensorDesc{l.shape_of(v, "node '" + n.name + "'"), l.t(o).desc.dtype});
+      x = l.temp(n.name + "/x" + std::to_string(k),
+                 ops::TensorDesc{l.shape_of(v, "node '" + n.name + "'"), l.t(o).desc.dtype});
       l.t(x).constant = Lowerer::convert(*v.constant, l.t(o).desc.dtype);
     } else {
       x = l.in(n, k);

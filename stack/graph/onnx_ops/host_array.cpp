@@ -19,8 +19,10 @@ HostArray from_tensor(const Tensor& t) {
   HostArray a;
   a.type = t.type;
   a.shape = t.shape;
-  if (a.is_int()) a.i = t.as_ints();
-  else a.f = t.as_doubles();
+  if (a.is_int())
+    a.i = t.as_ints();
+  else
+    a.f = t.as_doubles();
   return a;
 }
 
@@ -34,14 +36,23 @@ Tensor to_tensor(const HostArray& a) {
   for (std::size_t k = 0; k < n; ++k) {
     std::uint8_t* p = t.bytes.data() + k * es;
     switch (a.type) {
-      case ElemType::kFloat32: case ElemType::kFloat16: case ElemType::kBFloat16:
-        hw::isa::store_float(p, *device_dtype(a.type), static_cast<float>(a.f[k]));
-        break;
+      case ElemType::kFloat32:
+      case ElemType::kFloat16:
+      case ElemType::kBFloat16: hw::isa::store_float(p, *device_dtype(a.type), static_cast<float>(a.f[k])); break;
       case ElemType::kFloat64: std::memcpy(p, &a.f[k], 8); break;
       case ElemType::kInt64: std::memcpy(p, &a.i[k], 8); break;
-      case ElemType::kInt32: { const auto v = static_cast<std::int32_t>(a.i[k]); std::memcpy(p, &v, 4); break; }
-      case ElemType::kInt16: { const auto v = static_cast<std::int16_t>(a.i[k]); std::memcpy(p, &v, 2); break; }
-      case ElemType::kInt8: case ElemType::kUint8: *p = static_cast<std::uint8_t>(a.i[k]); break;
+      case ElemType::kInt32: {
+        const auto v = static_cast<std::int32_t>(a.i[k]);
+        std::memcpy(p, &v, 4);
+        break;
+      }
+      case ElemType::kInt16: {
+        const auto v = static_cast<std::int16_t>(a.i[k]);
+        std::memcpy(p, &v, 2);
+        break;
+      }
+      case ElemType::kInt8:
+      case ElemType::kUint8: *p = static_cast<std::uint8_t>(a.i[k]); break;
       case ElemType::kBool: *p = a.i[k] != 0; break;
       case ElemType::kUndefined: break;
     }
@@ -88,9 +99,11 @@ HostArray make(ElemType type, std::vector<std::int64_t> shape, const std::functi
   return a;
 }
 
-HostArray gather_elems(const HostArray& a, std::vector<std::int64_t> shape, const std::function<std::int64_t(std::int64_t)>& src) {
-  return make(a.type, std::move(shape), [&](std::int64_t k) { return a.f[static_cast<std::size_t>(src(k))]; },
-              [&](std::int64_t k) { return a.i[static_cast<std::size_t>(src(k))]; });
+HostArray gather_elems(const HostArray& a, std::vector<std::int64_t> shape,
+                       const std::function<std::int64_t(std::int64_t)>& src) {
+  return make(
+      a.type, std::move(shape), [&](std::int64_t k) { return a.f[static_cast<std::size_t>(src(k))]; },
+      [&](std::int64_t k) { return a.i[static_cast<std::size_t>(src(k))]; });
 }
 
 std::vector<std::int64_t> broadcast_shape(const std::vector<std::vector<std::int64_t>>& shapes) {

@@ -26,7 +26,9 @@ struct HostArray {
   std::vector<double> f;
   bool is_int() const { return integral(type); }
   std::int64_t size() const { return static_cast<std::int64_t>(is_int() ? i.size() : f.size()); }
-  double num(std::int64_t k) const { return is_int() ? static_cast<double>(i[static_cast<std::size_t>(k)]) : f[static_cast<std::size_t>(k)]; }
+  double num(std::int64_t k) const {
+    return is_int() ? static_cast<double>(i[static_cast<std::size_t>(k)]) : f[static_cast<std::size_t>(k)];
+  }
 };
 
 HostArray from_tensor(const Tensor& t);
@@ -42,7 +44,8 @@ std::int64_t count(const std::vector<std::int64_t>& shape);
 HostArray make(ElemType type, std::vector<std::int64_t> shape, const std::function<double(std::int64_t)>& getf,
                const std::function<std::int64_t(std::int64_t)>& geti);
 // A copy of `a` with its elements picked: element k of the result is element src(k) of a.
-HostArray gather_elems(const HostArray& a, std::vector<std::int64_t> shape, const std::function<std::int64_t(std::int64_t)>& src);
+HostArray gather_elems(const HostArray& a, std::vector<std::int64_t> shape,
+                       const std::function<std::int64_t(std::int64_t)>& src);
 // numpy's broadcast of the shapes; NoFold when they do not broadcast.
 std::vector<std::int64_t> broadcast_shape(const std::vector<std::vector<std::int64_t>>& shapes);
 // The flat index into an array of shape `s` for the flat index k of the broadcast shape `out`.

@@ -18,7 +18,9 @@ std::string num(double v) {
 
 namespace {
 
-std::string where_of(const Node& n) { return "node '" + n.name + "' (" + n.op_type + ")"; }
+std::string where_of(const Node& n) {
+  return "node '" + n.name + "' (" + n.op_type + ")";
+}
 
 }  // namespace
 
@@ -35,15 +37,22 @@ DType Lowerer::dtype_of(const Value& v, const std::string& where) const {
 }
 
 ops::Shape Lowerer::shape_of(const Value& v, const std::string& where) const {
-  if (!v.shape) throw InputError(where + ": the shape of '" + v.name + "' is unknown (bind its symbolic dims with --dim NAME=SIZE)");
+  if (!v.shape)
+    throw InputError(where + ": the shape of '" + v.name +
+                     "' is unknown (bind its symbolic dims with --dim NAME=SIZE)");
   ops::Shape s;
   for (const Dim& d : *v.shape) {
-    if (!d.known()) throw InputError(where + ": value '" + v.name + "' has the unbound dim '" + d.str() + "' (use --dim " + d.str() + "=SIZE)");
+    if (!d.known())
+      throw InputError(where + ": value '" + v.name + "' has the unbound dim '" + d.str() + "' (use --dim " + d.str() +
+                       "=SIZE)");
     // Empty tensors have no kernels, and counts past ops::kMaxElements would wrap (both divided by zero).
-    if (d.value <= 0) throw InputError(where + ": value '" + v.name + "' has a dim of " + std::to_string(d.value) + " (empty tensors are not run)");
+    if (d.value <= 0)
+      throw InputError(where + ": value '" + v.name + "' has a dim of " + std::to_string(d.value) +
+                       " (empty tensors are not run)");
     const auto size = static_cast<std::uint64_t>(d.value);
     if (size > ops::kMaxElements / ops::elements(s))
-      throw InputError(where + ": value '" + v.name + "' " + graph::dims_string(*v.shape) + " has more than 2^53 elements");
+      throw InputError(where + ": value '" + v.name + "' " + graph::dims_string(*v.shape) +
+                       " has more than 2^53 elements");
     s.push_back(size);
   }
   if (s.empty()) s = {1};
@@ -62,8 +71,12 @@ int Lowerer::tensor(ValueId id, const std::string& where) {
   return map_[static_cast<std::size_t>(id)];
 }
 
-int Lowerer::in(const Node& n, std::size_t i) { return tensor(n.inputs.at(i), where_of(n)); }
-int Lowerer::out(const Node& n, std::size_t i) { return tensor(n.outputs.at(i), where_of(n)); }
+int Lowerer::in(const Node& n, std::size_t i) {
+  return tensor(n.inputs.at(i), where_of(n));
+}
+int Lowerer::out(const Node& n, std::size_t i) {
+  return tensor(n.outputs.at(i), where_of(n));
+}
 
 int Lowerer::temp(const std::string& name, ops::TensorDesc d) {
   ProgramTensor pt;
@@ -80,7 +93,8 @@ std::vector<std::uint8_t> Lowerer::convert(const Tensor& c, DType to) {
     const std::uint32_t fs = hw::isa::dtype_bytes(*from);
     const std::size_t n = c.bytes.size() / fs;
     std::vector<std::uint8_t> out(n * es);
-    for (std::size_t i = 0; i < n; ++i) hw::isa::store_float(&out[i * es], to, hw::isa::load_float(&c.bytes[i * fs], *from));
+    for (std::size_t i = 0; i < n; ++i)
+      hw::isa::store_float(&out[i * es], to, hw::isa::load_float(&c.bytes[i * fs], *from));
     return out;
   }
   const std::vector<double> v = c.as_doubles();

@@ -53,7 +53,9 @@ const OpInfo* find_op(const std::string& domain, const std::string& type) {
   return it == index().end() ? nullptr : it->second;
 }
 
-const OpInfo* find_op(const Node& n) { return find_op(n.domain, n.op_type); }
+const OpInfo* find_op(const Node& n) {
+  return find_op(n.domain, n.op_type);
+}
 
 bool well_formed(const Node& n) {
   const OpInfo* op = find_op(n);
@@ -79,15 +81,17 @@ std::string op_table_markdown() {
     // Consecutive ops that agree on every other column share a row.
     std::size_t j = i + 1;
     auto same = [&](const OpInfo& a, const OpInfo& b) {
-      return inputs_text(a) == inputs_text(b) && a.attributes == b.attributes && static_cast<bool>(a.fold) == static_cast<bool>(b.fold) &&
-             a.lowered_to == b.lowered_to && a.domain == b.domain;
+      return inputs_text(a) == inputs_text(b) && a.attributes == b.attributes &&
+             static_cast<bool>(a.fold) == static_cast<bool>(b.fold) && a.lowered_to == b.lowered_to &&
+             a.domain == b.domain;
     };
     while (j < t.size() && same(t[i], t[j])) ++j;
     std::string names;
     for (std::size_t k = i; k < j; ++k) names += (k > i ? ", " : "") + t[k].key();
     const OpInfo& op = t[i];
-    md << "| " << names << " | " << inputs_text(op) << " | " << attributes_text(op) << " | " << (op.fold ? "yes" : "") << " | "
-       << (op.lower ? op.lowered_to : "not run on the device: folded on the host when it can be, else refused") << " |\n";
+    md << "| " << names << " | " << inputs_text(op) << " | " << attributes_text(op) << " | " << (op.fold ? "yes" : "")
+       << " | " << (op.lower ? op.lowered_to : "not run on the device: folded on the host when it can be, else refused")
+       << " |\n";
     i = j;
   }
   return md.str();

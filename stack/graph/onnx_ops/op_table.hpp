@@ -110,12 +110,13 @@ std::vector<std::string> lowered_op_types();
 std::string op_table_markdown();
 
 // The families (one file each), in table order.
-void add_shape_ops(std::vector<OpInfo>& table);        // shape_ops.cpp: views, Constant, Shape, Size, Cast...
-void add_data_movement(std::vector<OpInfo>& table);    // data_movement.cpp: Slice, Concat, Split, Gather, Expand, Transpose
-void add_elementwise(std::vector<OpInfo>& table);      // elementwise.cpp: arithmetic, unary, comparisons, Where, variadic
-void add_activations(std::vector<OpInfo>& table);      // activations.cpp: LeakyRelu... PRelu, Clip
-void add_row_ops(std::vector<OpInfo>& table);          // row_ops.cpp: Softmax, LogSoftmax, LayerNormalization, reductions
-void add_cube_ops(std::vector<OpInfo>& table);         // cube_ops.cpp: MatMul, Gemm, npusim.MatMulBias, npusim.FlashAttention
-void add_fused_vector_ops(std::vector<OpInfo>& table); // fused_vector_ops.cpp: the other npusim ops
+void add_shape_ops(std::vector<OpInfo>& table);  // shape_ops.cpp: views, Constant, Shape, Size, Cast...
+void add_data_movement(
+    std::vector<OpInfo>& table);                   // data_movement.cpp: Slice, Concat, Split, Gather, Expand, Transpose
+void add_elementwise(std::vector<OpInfo>& table);  // elementwise.cpp: arithmetic, unary, comparisons, Where, variadic
+void add_activations(std::vector<OpInfo>& table);  // activations.cpp: LeakyRelu... PRelu, Clip
+void add_row_ops(std::vector<OpInfo>& table);      // row_ops.cpp: Softmax, LogSoftmax, LayerNormalization, reductions
+void add_cube_ops(std::vector<OpInfo>& table);  // cube_ops.cpp: MatMul, Gemm, npusim.MatMulBias, npusim.FlashAttention
+void add_fused_vector_ops(std::vector<OpInfo>& table);  // fused_vector_ops.cpp: the other npusim ops
 
 }  // namespace npusim::stack::graph::onnx_ops

@@ -23,7 +23,8 @@ void lower_softmax(Lowerer& l, const Node& n) {
     l.step(n, kernel, ops::SoftmaxCall{}, {x}, {l.out(n, 0)});
     return;
   }
-  if (opset && opset < 13) l.fail(n, op + " before opset 13 (over the flattened trailing dims) is supported on the last axis only");
+  if (opset && opset < 13)
+    l.fail(n, op + " before opset 13 (over the flattened trailing dims) is supported on the last axis only");
   std::uint64_t a = 1, k = s[static_cast<std::size_t>(axis)], b = 1;
   for (std::int64_t d = 0; d < axis; ++d) a *= s[static_cast<std::size_t>(d)];
   for (std::size_t d = static_cast<std::size_t>(axis) + 1; d < s.size(); ++d) b *= s[d];
@@ -47,7 +48,8 @@ void lower_layernorm(Lowerer& l, const Node& n) {
   for (std::size_t d = 0; d < s.size(); ++d) (static_cast<std::int64_t>(d) < axis ? rows : h) *= s[d];
   const int gamma = l.in(n, 1);
   if (ops::elements(l.t(gamma).desc.shape) != h)
-    l.fail(n, "the scale has " + std::to_string(ops::elements(l.t(gamma).desc.shape)) + " elements, the normalised dims " + std::to_string(h));
+    l.fail(n, "the scale has " + std::to_string(ops::elements(l.t(gamma).desc.shape)) +
+                  " elements, the normalised dims " + std::to_string(h));
   int beta = -1;
   if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
     beta = l.in(n, 2);
@@ -60,7 +62,8 @@ void lower_layernorm(Lowerer& l, const Node& n) {
   for (std::size_t k = 1; k < n.outputs.size(); ++k) {
     const ValueId o = n.outputs[k];
     if (o == kNoValue) continue;
-    const bool used = !g.value(o).consumers.empty() || std::find(g.outputs.begin(), g.outputs.end(), o) != g.outputs.end();
+    const bool used =
+        !g.value(o).consumers.empty() || std::find(g.outputs.begin(), g.outputs.end(), o) != g.outputs.end();
     stats = stats || used;
   }
   ops::NormCall call;
@@ -69,7 +72,8 @@ void lower_layernorm(Lowerer& l, const Node& n) {
   if (stats) {
     for (std::size_t k = 1; k < 3; ++k) {
       const bool present = k < n.outputs.size() && n.outputs[k] != kNoValue;
-      const int o = present ? l.out(n, k) : l.temp(n.name + "/stat" + std::to_string(k), ops::TensorDesc{{rows, 1}, DType::kFp32});
+      const int o = present ? l.out(n, k)
+                            : l.temp(n.name + "/stat" + std::to_string(k), ops::TensorDesc{{rows, 1}, DType::kFp32});
       if (l.t(o).desc.dtype != DType::kFp32) l.fail(n, "Mean and InvStdDev are supported as float32 (stash_type 1)");
       outs.push_back(o);
     }
@@ -101,7 +105,8 @@ void lower_reduce(Lowerer& l, const Node& n) {
 
 void add_row_ops(std::vector<OpInfo>& table) {
   const std::string softmax_text =
-      "`softmax` / `log_softmax` on the last axis; on an inner axis of [A, K, B]: `transpose` to [A, B, K], the row op, "
+      "`softmax` / `log_softmax` on the last axis; on an inner axis of [A, K, B]: `transpose` to [A, B, K], the row "
+      "op, "
       "`transpose` back";
   for (const char* type : {"Softmax", "LogSoftmax"})
     table.push_back(
@@ -112,7 +117,8 @@ void add_row_ops(std::vector<OpInfo>& table) {
                       .lowers(lower_layernorm,
                               "`layernorm` over rows of the trailing dims' product (any axis; the "
                               "Mean/InvStdDev outputs as fp32 with `stats`)"));
-  const std::string reduce_text = "`reduce_sum`, `reduce_mean`, `reduce_max` over one axis (keepdims or not: a view of the result)";
+  const std::string reduce_text =
+      "`reduce_sum`, `reduce_mean`, `reduce_max` over one axis (keepdims or not: a view of the result)";
   table.push_back(OpInfo::onnx("ReduceSum", 1, 2).reads({"axes", "keepdims"}).lowers(lower_reduce, reduce_text));
   table.push_back(OpInfo::onnx("ReduceMean", 1, 1).reads({"axes", "keepdims"}).lowers(lower_reduce, reduce_text));
   table.push_back(OpInfo::onnx("ReduceMax", 1, 1).reads({"axes", "keepdims"}).lowers(lower_reduce, reduce_text));

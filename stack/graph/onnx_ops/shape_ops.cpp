@@ -27,15 +27,19 @@ std::vector<std::int64_t> reshaped(const FoldArgs& a, const HostArray& x) {
     std::int64_t known = 1, infer = -1;
     for (std::size_t d = 0; d < s.size(); ++d) {
       if (s[d] == 0 && !n.attr_int("allowzero", 0)) s[d] = x.shape.at(d);
-      if (s[d] == -1) infer = static_cast<std::int64_t>(d);
-      else known *= s[d];
+      if (s[d] == -1)
+        infer = static_cast<std::int64_t>(d);
+      else
+        known *= s[d];
     }
     if (infer >= 0) s[static_cast<std::size_t>(infer)] = known ? count(x.shape) / known : 0;
     return s;
   }
   std::vector<std::int64_t> axes;
-  if (const Attribute* at = n.attr("axes")) axes = at->ints;
-  else if (const HostArray* in = a.optional(1)) axes = in->i;
+  if (const Attribute* at = n.attr("axes"))
+    axes = at->ints;
+  else if (const HostArray* in = a.optional(1))
+    axes = in->i;
   auto listed = [&](std::int64_t d, std::int64_t r) {
     return std::any_of(axes.begin(), axes.end(), [&](std::int64_t ax) { return norm_axis(ax, r) == d; });
   };
@@ -62,16 +66,20 @@ std::vector<HostArray> fold_view(const FoldArgs& a) {
   return {out};
 }
 
-void lower_view(Lowerer& l, const Node& n) { l.view(n, n.outputs[0], l.in(n, 0)); }
+void lower_view(Lowerer& l, const Node& n) {
+  l.view(n, n.outputs[0], l.in(n, 0));
+}
 
 std::vector<HostArray> fold_constant(const FoldArgs& a) {
   const Node& n = a.node;
   if (const Attribute* at = n.attr("value")) return {from_tensor(at->t)};
   if (const Attribute* at = n.attr("value_float")) return {float_array({}, {at->f})};
   if (const Attribute* at = n.attr("value_floats"))
-    return {float_array({static_cast<std::int64_t>(at->floats.size())}, std::vector<double>(at->floats.begin(), at->floats.end()))};
+    return {float_array({static_cast<std::int64_t>(at->floats.size())},
+                        std::vector<double>(at->floats.begin(), at->floats.end()))};
   if (const Attribute* at = n.attr("value_int")) return {int_array({}, {at->i})};
-  if (const Attribute* at = n.attr("value_ints")) return {int_array({static_cast<std::int64_t>(at->ints.size())}, at->ints)};
+  if (const Attribute* at = n.attr("value_ints"))
+    return {int_array({static_cast<std::int64_t>(at->ints.size())}, at->ints)};
   throw NoFold{};
 }
 
@@ -108,7 +116,8 @@ std::vector<HostArray> fold_constant_of_shape(const FoldArgs& a) {
   const std::vector<std::int64_t> shape = a.need(0).i;
   HostArray v = float_array({}, {0.0});
   if (const Attribute* at = a.node.attr("value")) v = from_tensor(at->t);
-  return {make(v.type, shape, [&](std::int64_t) { return v.f.at(0); }, [&](std::int64_t) { return v.i.at(0); })};
+  return {make(
+      v.type, shape, [&](std::int64_t) { return v.f.at(0); }, [&](std::int64_t) { return v.i.at(0); })};
 }
 
 std::vector<HostArray> fold_range(const FoldArgs& a) {
@@ -116,8 +125,9 @@ std::vector<HostArray> fold_range(const FoldArgs& a) {
   const double s = x.num(0), l = lim.num(0), d = dl.num(0);
   if (d == 0) throw NoFold{};
   const auto len = std::max<std::int64_t>(0, to_int(std::ceil((l - s) / d)));
-  return {make(x.type, {len}, [&](std::int64_t k) { return s + static_cast<double>(k) * d; },
-               [&](std::int64_t k) { return to_int(s) + k * to_int(d); })};
+  return {make(
+      x.type, {len}, [&](std::int64_t k) { return s + static_cast<double>(k) * d; },
+      [&](std::int64_t k) { return to_int(s) + k * to_int(d); })};
 }
 
 std::vector<HostArray> fold_cast(const FoldArgs& a) {
@@ -126,12 +136,15 @@ std::vector<HostArray> fold_cast(const FoldArgs& a) {
   const ElemType t = a.graph.value(a.node.outputs[0]).type;
   if (t == ElemType::kUndefined) throw NoFold{};
   // Integers stay exact (int64 through int64, not double); a float that no integer holds is not folded.
-  return {make(t, x.shape, [&](std::int64_t k) { return x.num(k); }, [&](std::int64_t k) -> std::int64_t {
-    if (x.is_int()) return t == ElemType::kBool ? x.i[static_cast<std::size_t>(k)] != 0 : x.i[static_cast<std::size_t>(k)];
-    const double v = x.f[static_cast<std::size_t>(k)];
-    if (t == ElemType::kBool) return v != 0;
-    return to_int(v);
-  })};
+  return {make(
+      t, x.shape, [&](std::int64_t k) { return x.num(k); },
+      [&](std::int64_t k) -> std::int64_t {
+        if (x.is_int())
+          return t == ElemType::kBool ? x.i[static_cast<std::size_t>(k)] != 0 : x.i[static_cast<std::size_t>(k)];
+        const double v = x.f[static_cast<std::size_t>(k)];
+        if (t == ElemType::kBool) return v != 0;
+        return to_int(v);
+      })};
 }
 
 void lower_cast(Lowerer& l, const Node& n) {
