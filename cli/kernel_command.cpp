@@ -14,7 +14,7 @@
 
 #include "common/config/loader.hpp"
 #include "common/util/error.hpp"
-#include "firmware/kernel/launch.hpp"
+#include "firmware/kernel/launch_spec.hpp"
 #include "firmware/kernel/report.hpp"
 #include "firmware/kernel/samples/samples.hpp"
 #include "hw/chip/chip.hpp"

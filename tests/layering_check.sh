@@ -22,9 +22,13 @@ check traces hw firmware stack cli
 check hw firmware stack cli
 check firmware stack cli
 check stack cli
-# Inside stack, top to bottom: framework -> graph -> ops -> runtime.
+# Inside stack, top to bottom: framework -> graph -> ops -> runtime -> driver.
 check stack/graph stack/framework
 check stack/ops stack/graph stack/framework
 check stack/runtime stack/ops stack/graph stack/framework
+check stack/driver stack/runtime stack/ops stack/graph stack/framework
+# Inside firmware: platform (the chip with its firmware) -> ts (the task scheduler) -> kernel (the kernel API).
+check firmware/ts firmware/platform
+check firmware/kernel firmware/ts firmware/platform
 [ $status -eq 0 ] && echo "layering: ok"
 exit $status

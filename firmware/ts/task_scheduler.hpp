@@ -13,7 +13,8 @@
 #include <string>
 #include <vector>
 
-#include "firmware/kernel/launch.hpp"
+#include "firmware/kernel/launch_spec.hpp"
+#include "firmware/ts/dispatch.hpp"
 #include "firmware/ts/task_ring.hpp"
 #include "hw/chip/chip.hpp"
 
@@ -108,7 +109,7 @@ class TaskScheduler {
   std::deque<KernelTask> kernel_tasks_;  // in dispatch order
   std::vector<Pending> pending_;         // completions due at a time (copies, finished kernels)
   std::vector<bool> core_busy_;          // by core index
-  std::vector<std::vector<kernel::BlockSlot>> slots_[3];  // per kernel type, computed on first use
+  std::vector<std::vector<BlockSlot>> slots_[3];  // per kernel type, computed on first use
   std::deque<Copy> copies_;
   std::vector<double> event_time_;       // recorded events (-1: not recorded)
   std::vector<TaskRecord> records_;

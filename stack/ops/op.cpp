@@ -7,13 +7,13 @@
 #include <sstream>
 
 #include "common/util/error.hpp"
+#include "stack/ops/rows/row_ops.hpp"
 
 namespace npusim::stack::ops {
 
 std::vector<OpDef> elementwise_ops();
 std::vector<OpDef> matmul_ops();
 std::vector<OpDef> attention_ops();
-std::vector<OpDef> rowwise_ops();
 std::vector<OpDef> unary_ops();
 std::vector<OpDef> reduce_ops();
 std::vector<OpDef> transpose_ops();
@@ -39,7 +39,10 @@ Shape parse_shape(const std::string& text) {
       pos = 0;
     }
     if (pos == 0 || pos != part.size() || v == 0) {
-      throw InputError("shape '" + text + "': '" + part + "' is not a positive dimension (write e.g. 4x1024)");
+      std::string what = "shape '" + text + "': '";
+      what += part;
+      what += "' is not a positive dimension (write e.g. 4x1024)";
+      throw InputError(what);
     }
     if (v > kMaxElements / elements(s))
       throw InputError("shape '" + text + "': more than 2^53 elements (" + std::to_string(kMaxElements) + ")");
@@ -129,7 +132,7 @@ const std::vector<OpDef>& all_ops() {
     for (auto& op : elementwise_ops()) v.push_back(std::move(op));
     for (auto& op : matmul_ops()) v.push_back(std::move(op));
     for (auto& op : attention_ops()) v.push_back(std::move(op));
-    for (auto& op : rowwise_ops()) v.push_back(std::move(op));
+    for (auto& op : rows::row_ops()) v.push_back(std::move(op));
     for (auto& op : unary_ops()) v.push_back(std::move(op));
     for (auto& op : reduce_ops()) v.push_back(std::move(op));
     for (auto& op : transpose_ops()) v.push_back(std::move(op));

@@ -1,5 +1,5 @@
-// Device helpers for ops that work on rows of fp32 values in the UB (rowwise.cpp, reduce.cpp): the padded fp32
-// row layout, conversions from and to T rows, and row reductions and row-scalar operations (see rowwise.cpp for
+// Device helpers for ops that work on rows of fp32 values in the UB (rows/, reduce.cpp): the padded fp32
+// row layout, conversions from and to T rows, and row reductions and row-scalar operations (see rows/row_kernel.cpp for
 // how they work).
 #pragma once
 

@@ -1,7 +1,8 @@
-// The runtime: an ACL-like API on the simulated timeline (DESIGN.md, "Runtime, driver, firmware"). A Device owns
-// the chip, the device-memory allocator, the driver's rings and the task-scheduler firmware on the control CPU.
-// The host program runs on its own simulated thread: every API call costs its configured host time (keys host.*),
-// submissions go into per-stream rings in device memory with a doorbell, and the host overlaps the device.
+// The runtime: an ACL-like API on the simulated timeline (DESIGN.md, "Runtime, driver, firmware"). A Device owns a
+// platform (the chip with its task-scheduler firmware, firmware/platform), the device-memory allocator and the
+// driver (stack/driver: the rings, the doorbell, completion by interrupt or polling). The host program runs on its
+// own simulated thread: every API call costs its configured host time (keys host.*), submissions go through the
+// driver, and the host overlaps the device.
 // Trace and op summary of a run: stack/runtime/timeline.hpp. docs/runtime.md describes the whole layer.
 #pragma once
 
@@ -13,8 +14,10 @@
 #include <string>
 #include <vector>
 
+#include "firmware/platform/platform.hpp"
 #include "firmware/ts/task_scheduler.hpp"
 #include "hw/chip/chip.hpp"
+#include "stack/driver/driver.hpp"
 #include "stack/runtime/device_allocator.hpp"
 
 namespace npusim::stack::runtime {
@@ -80,9 +83,9 @@ class Device {
   double now_ns() const { return sc_core::sc_time_stamp().to_seconds() * 1e9; }
 
   AllocatorStats memory_stats() const { return allocator_->stats(); }  // device memory in use, peak, capacity
-  hw::chip::Chip& chip() { return *chip_; }
-  const hw::chip::Chip& chip() const { return *chip_; }
-  const std::vector<fw::ts::TaskRecord>& tasks() const { return ts_->records(); }
+  hw::chip::Chip& chip() { return platform_->chip(); }
+  const hw::chip::Chip& chip() const { return platform_->chip(); }
+  const std::vector<fw::ts::TaskRecord>& tasks() const { return platform_->scheduler().records(); }
   const std::vector<ApiCall>& api_calls() const { return api_; }
   // When the host submitted task `id` (ns).
   double submitted_ns(std::uint32_t id) const { return id < submit_ns_.size() ? submit_ns_[id] : 0.0; }
@@ -96,24 +99,17 @@ class Device {
   std::vector<ApiCall> api_;
   std::vector<double> submit_ns_;
   void host_spends(double ns);
-  void drain_completions();
-  void wait_for_completion();  // one completion notice, by interrupt or by polling (driver.completion)
   std::vector<std::uint32_t> stream_last_task_;
   std::vector<bool> stream_destroyed_;
   std::vector<std::uint8_t> task_done_;
   std::vector<std::int64_t> event_task_;  // the record task of each event (-1: not recorded yet)
 
   config::ChipConfig cfg_;
-  std::unique_ptr<hw::chip::Chip> chip_;
+  std::unique_ptr<fw::Platform> platform_;
   std::unique_ptr<DeviceAllocator> allocator_;
-  std::vector<fw::ts::KernelEntry> kernels_;
-  std::unique_ptr<fw::ts::TaskScheduler> ts_;
-  std::vector<fw::ts::TaskRing> sqs_;
-  std::unique_ptr<fw::ts::TaskRing> cq_;
+  std::unique_ptr<driver::Driver> driver_;
   std::uint32_t next_task_ = 0, next_event_ = 0, completed_ = 0;
   std::exception_ptr host_error_;
-  void start_firmware();    // the task scheduler on the control CPU, SystemC's reports quietened
-  void check_device_errors();
   void check_finished();    // after the simulation ended: the host's error, a device error, or unfinished tasks
   // Runs f on the host thread; what it throws becomes the host's error and stops the simulation.
   void host_or_stop(const std::function<void()>& f);

@@ -1,22 +1,25 @@
-// The kernel API on the SystemC chip: TQue flag mapping (a missing EnQue deadlocks and is reported), cross-core
-// flags between an AIC and its AIVs, waves, scalar access and buffer allocation errors. Each test is its own process
-// (one SystemC elaboration each).
+// The kernel API on the SystemC chip, kernels run through the task scheduler (fw::Platform::run_kernel): TQue flag
+// mapping (a missing EnQue deadlocks and is reported), cross-core flags between an AIC and its AIVs, waves, scalar
+// access and buffer allocation errors. Each test is its own process (one SystemC elaboration each).
 #include <gtest/gtest.h>
 
 #include <cstring>
 
 #include "common/config/loader.hpp"
 #include "firmware/kernel/kernel_api.hpp"
-#include "firmware/kernel/launch.hpp"
+#include "firmware/kernel/launch_spec.hpp"
+#include "firmware/platform/platform.hpp"
 
 namespace npusim::fw::kernel {
 namespace {
 
-config::ChipConfig tiny(std::vector<std::string> sets = {}) { return config::load_config("tiny", sets).chip; }
+config::ChipConfig tiny(const std::vector<std::string>& sets = {}) {
+  return config::load_config("tiny", sets).chip;
+}
 
-std::string launch_error(hw::chip::Chip& chip, LaunchSpec spec) {
+std::string launch_error(fw::Platform& chip, const LaunchSpec& spec) {
   try {
-    launch(chip, spec);
+    chip.run_kernel(spec);
   } catch (const hw::core::KernelError& e) {
     return e.what();
   }
@@ -27,7 +30,7 @@ int g_line = 0;
 
 TEST(KernelApi, MissingEnQueDeadlocksAndIsReported) {
   const auto cfg = tiny();
-  hw::chip::Chip chip(cfg, hw::core::Mode::kTimingOnly);
+  fw::Platform chip(cfg, hw::core::Mode::kTimingOnly);
   LaunchSpec spec{"missing_enque", KernelType::kVector, 1, [] {
                     TPipe pipe;
                     TQue<TPosition::VECIN, 1> in;
@@ -50,7 +53,7 @@ TEST(KernelApi, MissingEnQueDeadlocksAndIsReported) {
 
 TEST(KernelApi, MissingDeQueIsASetTwice) {
   const auto cfg = tiny();
-  hw::chip::Chip chip(cfg, hw::core::Mode::kTimingOnly);
+  fw::Platform chip(cfg, hw::core::Mode::kTimingOnly);
   LaunchSpec spec{"missing_deque", KernelType::kVector, 1, [] {
                     TPipe pipe;
                     TQue<TPosition::VECIN, 1> in;
@@ -72,7 +75,7 @@ TEST(KernelApi, MissingDeQueIsASetTwice) {
 
 TEST(KernelApi, CrossCoreMode2HandsOffBetweenCubeAndVectorCores) {
   const auto cfg = tiny({"scalar.cycles_per_instruction=1"});
-  hw::chip::Chip chip(cfg, hw::core::Mode::kTimingOnly);
+  fw::Platform chip(cfg, hw::core::Mode::kTimingOnly);
   LaunchSpec spec{"handoff", KernelType::kMix, 1, [] {
                     if (IsAic()) {
                       ScalarWork(1000);
@@ -84,7 +87,7 @@ TEST(KernelApi, CrossCoreMode2HandsOffBetweenCubeAndVectorCores) {
                       CrossCoreSetFlag<2, PIPE_MTE3>(4);
                     }
                   }};
-  const LaunchResult r = launch(chip, spec);
+  const LaunchResult r = chip.run_kernel(spec);
   ASSERT_EQ(r.runs.size(), 3u);
   std::uint64_t aic_end = 0, aiv_end[2] = {0, 0};
   for (const CoreRun& run : r.runs) {
@@ -103,7 +106,7 @@ TEST(KernelApi, CrossCoreMode2HandsOffBetweenCubeAndVectorCores) {
 
 TEST(KernelApi, CrossCoreWaitNobodySetsIsADeadlockBetweenCores) {
   const auto cfg = tiny();
-  hw::chip::Chip chip(cfg, hw::core::Mode::kTimingOnly);
+  fw::Platform chip(cfg, hw::core::Mode::kTimingOnly);
   LaunchSpec spec{"stuck", KernelType::kMix, 1, [] {
                     if (IsAiv()) CrossCoreWaitFlag(5);
                   }};
@@ -114,11 +117,11 @@ TEST(KernelApi, CrossCoreWaitNobodySetsIsADeadlockBetweenCores) {
 
 TEST(KernelApi, BlocksBeyondTheCoresRunInWavesAndComputeCorrectly) {
   const auto cfg = tiny();
-  hw::chip::Chip chip(cfg, hw::core::Mode::kFunctional);
+  fw::Platform chip(cfg, hw::core::Mode::kFunctional);
   const std::uint64_t per_block = 512, blocks = 8;  // 4 AIV: two waves
   std::vector<float> x(per_block * blocks);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = static_cast<float>(i) * 0.5f;
-  chip.memory().write(0, x.data(), x.size() * 4);
+  chip.chip().memory().write(0, x.data(), x.size() * 4);
   LaunchSpec spec{"scale", KernelType::kVector, static_cast<std::uint32_t>(blocks), [=] {
                     GlobalTensor<float> in, out;
                     in.SetGlobalBuffer(GetBlockIdx() * per_block * 4);
@@ -140,7 +143,7 @@ TEST(KernelApi, BlocksBeyondTheCoresRunInWavesAndComputeCorrectly) {
                     DataCopy(out, b, per_block);
                     qo.FreeTensor(b);
                   }};
-  const LaunchResult r = launch(chip, spec);
+  const LaunchResult r = chip.run_kernel(spec);
   EXPECT_EQ(r.runs.size(), blocks);
   EXPECT_EQ(r.cores_used, 4u);
   // On every core, its second-wave block starts after its first-wave block ended.
@@ -155,13 +158,13 @@ TEST(KernelApi, BlocksBeyondTheCoresRunInWavesAndComputeCorrectly) {
   }
   EXPECT_EQ(checked, 4);
   std::vector<float> y(x.size());
-  chip.memory().read(0x100000, y.data(), y.size() * 4);
+  chip.chip().memory().read(0x100000, y.data(), y.size() * 4);
   for (std::size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], x[i] * 3.0f) << i;
 }
 
 TEST(KernelApi, ScalarAccessAfterAVectorToScalarFlag) {
   const auto cfg = tiny();
-  hw::chip::Chip chip(cfg, hw::core::Mode::kFunctional);
+  fw::Platform chip(cfg, hw::core::Mode::kFunctional);
   float seen = 0;
   LaunchSpec spec{"scalar", KernelType::kVector, 1, [&] {
                     TPipe pipe;
@@ -176,13 +179,13 @@ TEST(KernelApi, ScalarAccessAfterAVectorToScalarFlag) {
                     WaitFlag<HardEvent::V_S>(0);
                     seen = t.GetValue(3);
                   }};
-  launch(chip, spec);
+  chip.run_kernel(spec);
   EXPECT_EQ(seen, 8.0f);
 }
 
 TEST(KernelApi, BufferThatDoesNotFitNamesTheSpace) {
   const auto cfg = tiny();
-  hw::chip::Chip chip(cfg, hw::core::Mode::kTimingOnly);
+  fw::Platform chip(cfg, hw::core::Mode::kTimingOnly);
   LaunchSpec spec{"too_big", KernelType::kVector, 1, [] {
                     TPipe pipe;
                     TQue<TPosition::VECIN, 2> q;
@@ -195,11 +198,11 @@ TEST(KernelApi, BufferThatDoesNotFitNamesTheSpace) {
 
 TEST(KernelApi, PaddedCopiesAndCountFormTailsOnOddSizes) {
   const auto cfg = tiny();
-  hw::chip::Chip chip(cfg, hw::core::Mode::kFunctional);
+  fw::Platform chip(cfg, hw::core::Mode::kFunctional);
   const std::uint32_t rows = 3, cols = 37;  // 74 B per row: not whole 32 B blocks
   std::vector<half> x(rows * cols);
   for (std::size_t i = 0; i < x.size(); ++i) x[i] = hw::isa::to_half(static_cast<float>(i) - 50.0f);
-  chip.memory().write(0, x.data(), x.size() * 2);
+  chip.chip().memory().write(0, x.data(), x.size() * 2);
   LaunchSpec spec{"pad", KernelType::kVector, 1, [&] {
                     GlobalTensor<half> in, out;
                     in.SetGlobalBuffer(0);
@@ -228,9 +231,9 @@ TEST(KernelApi, PaddedCopiesAndCountFormTailsOnOddSizes) {
                     WaitFlag<HardEvent::V_MTE3>(0);
                     DataCopyPad(out, lg, DataCopyExtParams{static_cast<std::uint16_t>(rows), cols * 2, 0, 0});
                   }};
-  launch(chip, spec);
+  chip.run_kernel(spec);
   std::vector<half> y(rows * cols);
-  chip.memory().read(0x10000, y.data(), y.size() * 2);
+  chip.chip().memory().read(0x10000, y.data(), y.size() * 2);
   for (std::size_t i = 0; i < y.size(); ++i) {
     const float v = hw::isa::to_float(x[i]);
     ASSERT_EQ(hw::isa::to_float(y[i]), std::max(2 * v, v)) << i;
@@ -239,7 +242,7 @@ TEST(KernelApi, PaddedCopiesAndCountFormTailsOnOddSizes) {
 
 TEST(KernelApi, CoupledCoreMovesL0cToUb) {
   const auto cfg = config::load_config("910", {}).chip;
-  hw::chip::Chip chip(cfg, hw::core::Mode::kFunctional);
+  fw::Platform chip(cfg, hw::core::Mode::kFunctional);
   float first = 0;
   LaunchSpec spec{"l0c_to_ub", KernelType::kMix, 1, [&] {
                     TPipe pipe;
@@ -264,7 +267,7 @@ TEST(KernelApi, CoupledCoreMovesL0cToUb) {
                     WaitFlag<HardEvent::V_S>(0);
                     first = u.Get<float>().GetValue(0);
                   }};
-  launch(chip, spec);
+  chip.run_kernel(spec);
   EXPECT_EQ(first, 3.0f);
 }
 

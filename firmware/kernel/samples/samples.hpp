@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "firmware/kernel/launch.hpp"
+#include "firmware/kernel/launch_spec.hpp"
 
 namespace npusim::fw::kernel::samples {
 

@@ -38,13 +38,7 @@ void lower_add_layernorm(Lowerer& l, const Node& n) {
   const ops::Shape s = l.t(a).desc.shape;
   const std::uint64_t h = s.back(), rows = ops::elements(s) / h;
   const int gamma = l.in(n, 2);
-  int beta = -1;
-  if (n.inputs.size() > 3 && n.inputs[3] != kNoValue) {
-    beta = l.in(n, 3);
-  } else {
-    beta = l.temp(n.name + "/zero_bias", ops::TensorDesc{ops::Shape{h}, l.t(a).desc.dtype});
-    l.t(beta).constant.assign(h * hw::isa::dtype_bytes(l.t(a).desc.dtype), 0);
-  }
+  const int beta = l.bias_or_zeros(n, 3, h, l.t(a).desc.dtype);
   std::vector<int> outs{l.out(n, 0)};
   const bool sum = n.outputs.size() > 1 && n.outputs[1] != kNoValue;
   if (sum) outs.push_back(l.out(n, 1));

@@ -129,6 +129,13 @@ std::int64_t Lowerer::axis_in(const Node& n, std::int64_t axis, std::size_t rank
   return axis < 0 ? axis + r : axis;
 }
 
+int Lowerer::bias_or_zeros(const Node& n, std::size_t input, std::uint64_t h, DType dtype) {
+  if (n.inputs.size() > input && n.inputs[input] != kNoValue) return in(n, input);
+  const int zeros = temp(n.name + "/zero_bias", ops::TensorDesc{ops::Shape{h}, dtype});
+  t(zeros).constant.assign(h * hw::isa::dtype_bytes(dtype), 0);
+  return zeros;
+}
+
 int Lowerer::expanded(const Node& n, int x, const ops::Shape& shape) {
   if (t(x).desc.shape == shape) return x;
   const int e = temp(n.name + "/" + t(x).name + "/expanded", ops::TensorDesc{shape, t(x).desc.dtype});

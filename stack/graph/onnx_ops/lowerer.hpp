@@ -45,6 +45,8 @@ class Lowerer {
   std::vector<std::int64_t> ints_of(const Node& n, std::size_t input, const std::string& what) const;
   // An axis of a rank-`rank` tensor as a non-negative one; fails when out of range.
   std::int64_t axis_in(const Node& n, std::int64_t axis, std::size_t rank) const;
+  // The optional bias input `input` of a norm (LayerNorm's beta), or a constant row of h zeros in `dtype`.
+  int bias_or_zeros(const Node& n, std::size_t input, std::uint64_t h, hw::isa::DType dtype);
   // `x` broadcast to `shape` by an expand step (itself when it already has that shape).
   int expanded(const Node& n, int x, const ops::Shape& shape);
   // A node computed as one fused_elementwise expression over `operands`: a scalar constant becomes a literal, a

@@ -52,16 +52,16 @@ struct OpInfo {
   std::string key() const { return domain.empty() ? type : domain + "." + type; }
 
   // Entries are written as OpInfo::onnx("Add", 2, 2).shaped(...).folds(...).lowers(...), each field named.
-  static OpInfo onnx(std::string type, std::size_t min_inputs, std::size_t max_inputs) {
-    return of("", std::move(type), min_inputs, max_inputs);
+  static OpInfo onnx(const std::string& type, std::size_t min_inputs, std::size_t max_inputs) {
+    return of("", type, min_inputs, max_inputs);
   }
-  static OpInfo npusim(std::string type, std::size_t min_inputs, std::size_t max_inputs) {
-    return of("npusim", std::move(type), min_inputs, max_inputs);
+  static OpInfo npusim(const std::string& type, std::size_t min_inputs, std::size_t max_inputs) {
+    return of("npusim", type, min_inputs, max_inputs);
   }
-  static OpInfo of(std::string domain, std::string type, std::size_t min_inputs, std::size_t max_inputs) {
+  static OpInfo of(const std::string& domain, const std::string& type, std::size_t min_inputs, std::size_t max_inputs) {
     OpInfo op;
-    op.domain = std::move(domain);
-    op.type = std::move(type);
+    op.domain = domain;
+    op.type = type;
     op.min_inputs = min_inputs;
     op.max_inputs = max_inputs;
     return op;
@@ -74,8 +74,8 @@ struct OpInfo {
     shape = rule;
     return *this;
   }
-  OpInfo& in_expressions_as(std::string fn) {
-    expression = std::move(fn);
+  OpInfo& in_expressions_as(const std::string& fn) {
+    expression = fn;
     return *this;
   }
   OpInfo& in_expressions_as_activation() {
@@ -87,9 +87,9 @@ struct OpInfo {
     fold_reads_constants = reads_constants;
     return *this;
   }
-  OpInfo& lowers(LowerRule rule, std::string what) {
+  OpInfo& lowers(LowerRule rule, const std::string& what) {
     lower = std::move(rule);
-    lowered_to = std::move(what);
+    lowered_to = what;
     return *this;
   }
 };

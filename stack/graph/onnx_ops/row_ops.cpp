@@ -50,13 +50,7 @@ void lower_layernorm(Lowerer& l, const Node& n) {
   if (ops::elements(l.t(gamma).desc.shape) != h)
     l.fail(n, "the scale has " + std::to_string(ops::elements(l.t(gamma).desc.shape)) +
                   " elements, the normalised dims " + std::to_string(h));
-  int beta = -1;
-  if (n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
-    beta = l.in(n, 2);
-  } else {
-    beta = l.temp(n.name + "/zero_bias", ops::TensorDesc{ops::Shape{h}, l.t(x).desc.dtype});
-    l.t(beta).constant.assign(h * hw::isa::dtype_bytes(l.t(x).desc.dtype), 0);
-  }
+  const int beta = l.bias_or_zeros(n, 2, h, l.t(x).desc.dtype);
   std::vector<int> outs{l.out(n, 0)};
   bool stats = false;
   for (std::size_t k = 1; k < n.outputs.size(); ++k) {

@@ -1,0 +1,250 @@
+// FlashAttention forward (the op in flash_attention.cpp): O = softmax(scale Q K^T + mask) V per (batch, head), with
+// online softmax (running max and sum in fp32) over blocks of keys, so the S x SK score matrix never exists whole.
+//
+// Work: a unit is (batch, head, block of Bq query rows); units go round-robin to the blocks, heaviest first
+// (causal units near the end of the sequence have the most key blocks). Each unit runs over its key blocks of Bk.
+// Two kernels share what is here (shapes, layouts, the work order and the cube side's buffers): split chips
+// (fa_split.cpp: a mix kernel, one block = 1 AIC + 2 AIV, exchanging S, P and PV through GM workspace slots) and
+// coupled chips (fa_coupled.cpp: one core, S and PV through L0C -> UB, P through UB -> L1).
+#pragma once
+
+#include <algorithm>
+#include <vector>
+
+#include "stack/ops/kernel_util.hpp"
+#include "stack/ops/op.hpp"
+
+namespace npusim::stack::ops::attention {
+
+using hw::isa::DType;
+
+constexpr float kMasked = -1e30f;  // a masked score: exp(kMasked - m) is 0 for any finite m
+constexpr std::uint32_t kSReady = 0, kPReady = 1, kPvReady = 2;
+
+// Where a tensor's rows are: element (b, n, s, d) of Q, K, V or O sits at off + b*bs + n*ns + s*ss + d (elements).
+// BNSD and BSND are two such layouts; a graph passes others (a head's rows inside a fused QKV projection, the
+// output straight into the [B, S, N*D] tensor the next MatMul reads), absorbing the Transposes and Reshapes.
+struct FaLayout {
+  std::uint64_t bs = 0, ns = 0, ss = 0, off = 0;
+  std::uint64_t at(std::uint64_t b, std::uint64_t n, std::uint64_t row) const {
+    return off + b * bs + n * ns + row * ss;
+  }
+};
+
+struct FaShape {
+  std::uint32_t B = 1, N = 1, KVN = 1, S = 1, SK = 1, D = 64;
+  bool causal = false, mask = false;
+  // The mask is [MB, MN, MS, SK], each of MB, MN, MS either 1 (shared) or B, N, S: one S x SK table, one per batch
+  // or head, or a key-padding row per batch (MS = 1) that every query row adds.
+  std::uint32_t MB = 1, MN = 1, MS = 1;
+  float scale = 1.0f;
+  bool bsnd = false;    // -p layout=bsnd: Q, K, V and O are [B, S, heads, D]
+  FaLayout q, k, v, o;  // K and V index heads 0..KVN-1
+
+  // Element offset of the mask row that query row `row` of head (b, n) adds.
+  std::uint64_t mask_at(std::uint64_t b, std::uint64_t n, std::uint64_t row) const {
+    return ((MB > 1 ? b : 0) * MN + (MN > 1 ? n : 0)) * MS * SK + (MS > 1 ? row : 0) * SK;
+  }
+  bool mask_rows_shared() const { return MS == 1 && S > 1; }
+};
+
+struct FaTiling {
+  std::uint32_t bq = 0, bk = 0;  // query rows and key columns per block
+  std::uint32_t block_dim = 1;
+  std::uint64_t slot_bytes = 0;  // GM workspace per block (split chips)
+};
+
+struct FaArgs {
+  GM_ADDR q = 0, k = 0, v = 0, mask = 0, o = 0, workspace = 0;
+  FaShape s;
+  FaTiling t;
+};
+
+// One block of work: unit (batch, head, query block) and one of its key blocks.
+struct FaStep {
+  std::uint32_t b, n, q0, qr;  // query rows [q0, q0 + qr)
+  std::uint32_t kv0, w;        // key columns [kv0, kv0 + w)
+  bool first, last;            // first / last key block of the unit
+};
+
+inline std::uint32_t query_blocks(const FaArgs& g) {
+  return static_cast<std::uint32_t>(ceil_div(g.s.S, g.t.bq));
+}
+
+// Key blocks of a unit: all of them, or (causal, query i sees keys j <= i) up to the one holding its last row.
+inline std::uint32_t key_blocks(const FaArgs& g, std::uint32_t q0, std::uint32_t qr) {
+  const std::uint32_t all = static_cast<std::uint32_t>(ceil_div(g.s.SK, g.t.bk));
+  if (!g.s.causal) return all;
+  return std::min(all, (q0 + qr - 1) / g.t.bk + 1);
+}
+
+// The steps of block `blk` of `blocks`, in order.
+inline std::vector<FaStep> steps_of(const FaArgs& g, std::uint32_t blk, std::uint32_t blocks) {
+  std::vector<FaStep> out;
+  const std::uint32_t qb = query_blocks(g), heads = g.s.B * g.s.N;
+  const std::uint64_t units = static_cast<std::uint64_t>(qb) * heads;
+  for (std::uint64_t u = blk; u < units; u += blocks) {
+    const std::uint32_t qi = qb - 1 - static_cast<std::uint32_t>(u / heads), bn = static_cast<std::uint32_t>(u % heads);
+    const std::uint32_t q0 = qi * g.t.bq, qr = std::min(g.t.bq, g.s.S - q0);
+    const std::uint32_t nk = key_blocks(g, q0, qr);
+    for (std::uint32_t j = 0; j < nk; ++j) {
+      const std::uint32_t kv0 = j * g.t.bk;
+      out.push_back({bn / g.s.N, bn % g.s.N, q0, qr, kv0, std::min(g.t.bk, g.s.SK - kv0), j == 0, j + 1 == nk});
+    }
+  }
+  return out;
+}
+
+inline std::uint16_t u16(std::uint64_t v) {
+  return static_cast<std::uint16_t>(v);
+}
+inline std::uint8_t u8(std::uint64_t v) {
+  return static_cast<std::uint8_t>(v);
+}
+
+// GM addresses of a head's rows.
+template <class T>
+GM_ADDR q_at(const FaArgs& g, const FaStep& st, std::uint32_t row) {
+  return g.q + g.s.q.at(st.b, st.n, row) * sizeof(T);
+}
+template <class T>
+GM_ADDR o_at(const FaArgs& g, const FaStep& st, std::uint32_t row) {
+  return g.o + g.s.o.at(st.b, st.n, row) * sizeof(T);
+}
+template <class T>
+GM_ADDR kv_at(const FaArgs& g, bool is_v, const FaStep& st, std::uint32_t row) {
+  const std::uint32_t kvh = st.n / (g.s.N / g.s.KVN);
+  return (is_v ? g.v : g.k) + (is_v ? g.s.v : g.s.k).at(st.b, kvh, row) * sizeof(T);
+}
+
+// O rows [row, row + rows) of a head from the UB: one copy when they are contiguous in GM, else one burst a row.
+template <class T>
+void store_o(const FaArgs& g, const FaStep& st, std::uint32_t row, const LocalTensor<T>& ot, std::uint32_t rows) {
+  if (g.s.o.ss == g.s.D) {
+    GlobalTensor<T> go;
+    go.SetGlobalBuffer(o_at<T>(g, st, row));
+    DataCopy(go, ot, static_cast<std::uint64_t>(rows) * g.s.D);
+  } else {
+    copy_rows_out(o_at<T>(g, st, row), ot, rows, g.s.D, g.s.o.ss);
+  }
+}
+
+// Workspace slots of a block: S (fp32 Bq x Bk), P (T Bq x Bk), PV (fp32 Bq x D), two of each.
+struct Slots {
+  GM_ADDR base;
+  std::uint32_t bq, bk, d;
+  GM_ADDR s(std::size_t i) const { return base + (i % 2) * bq * bk * 4ULL; }
+  GM_ADDR p(std::size_t i) const { return base + 2ULL * bq * bk * 4 + (i % 2) * bq * bk * 2ULL; }
+  GM_ADDR pv(std::size_t i) const { return base + 2ULL * bq * bk * 6 + (i % 2) * bq * d * 4ULL; }
+};
+inline Slots slots_of(const FaArgs& g) {
+  return Slots{g.workspace + GetBlockIdx() * g.t.slot_bytes, g.t.bq, g.t.bk, g.s.D};
+}
+
+// --- Cube side ----------------------------------------------------------------------------------------------------
+
+// The cube queues of either chip kind. L1: Q (kept for the unit), K, P, V; L0A/L0B/L0C ping-pong.
+template <class T>
+struct CubeBuffers {
+  TQue<TPosition::A1, 1> qq;
+  TQue<TPosition::A1, 2> qp;
+  TQue<TPosition::B1, 2> qk, qv;
+  TQue<TPosition::A2, 2> qa2;
+  TQue<TPosition::B2, 2> qb2;
+  TQue<TPosition::CO1, 2> qc;
+  LocalTensor<T> q1;
+
+  // Split chips: P arrives in L1 through its own queue and L0C drains through the CO1 queue. Coupled chips
+  // (flags.event_ids may be 4) manage P and L0C with explicit flags and keep one V buffer.
+  void init(TPipe& pipe, const FaArgs& g, bool split) {
+    const std::uint64_t bq = g.t.bq, bk = g.t.bk, d = g.s.D, es = sizeof(T);
+    pipe.InitBuffer(qq, 1, bq * d * es);
+    pipe.InitBuffer(qk, 2, bk * d * es);
+    pipe.InitBuffer(qv, split ? 2 : 1, bk * d * es);
+    pipe.InitBuffer(qa2, 2, std::max(bq * d, bq * bk) * es);
+    pipe.InitBuffer(qb2, 2, bk * d * es);
+    if (split) {
+      pipe.InitBuffer(qp, 2, bq * bk * es);
+      pipe.InitBuffer(qc, 2, std::max(bq * bk, bq * d) * 4);
+    }
+  }
+
+  // S = Q K^T for the step into the L0C tensor c.
+  void scores(const FaArgs& g, const FaStep& st, const LocalTensor<float>& c) {
+    const std::uint32_t d = g.s.D, M1 = static_cast<std::uint32_t>(ceil_div(st.qr, 16));
+    const std::uint32_t N1 = static_cast<std::uint32_t>(ceil_div(st.w, 16)), K1 = d / 16;
+    if (st.first) {
+      q1 = qq.AllocTensor<T>();
+      GlobalTensor<T> gq;
+      gq.SetGlobalBuffer(q_at<T>(g, st, st.q0));
+      DataCopy(q1, gq, Nd2NzParams{1, u16(st.qr), u16(d), 0, u16(g.s.q.ss), u16(M1 * 16), 1, 0});
+      qq.EnQue(q1);
+      q1 = qq.DeQue<T>();
+    }
+    LocalTensor<T> k1 = qk.AllocTensor<T>();
+    GlobalTensor<T> gk;
+    gk.SetGlobalBuffer(kv_at<T>(g, false, st, st.kv0));
+    // K rows are B^T (n x k): in L1 NZ the fractal (fk, fn) sits at fk * N1 + fn, as L0B wants it.
+    DataCopy(k1, gk, Nd2NzParams{1, u16(st.w), u16(d), 0, u16(g.s.k.ss), u16(N1 * 16), 1, 0});
+    qk.EnQue(k1);
+    k1 = qk.DeQue<T>();
+    LocalTensor<T> a2 = qa2.AllocTensor<T>(), b2 = qb2.AllocTensor<T>();
+    for (std::uint32_t fm = 0; fm < M1; ++fm)
+      LoadData(a2[static_cast<std::uint64_t>(fm) * K1 * 256], q1, LoadData2DParams{u16(fm), u8(K1), u16(M1), false});
+    LoadData(b2, k1, LoadData2DParams{0, u8(K1 * N1), 1, false});
+    qk.FreeTensor(k1);
+    if (st.last) qq.FreeTensor(q1);
+    qa2.EnQue(a2);
+    qb2.EnQue(b2);
+    a2 = qa2.DeQue<T>();
+    b2 = qb2.DeQue<T>();
+    Mmad(c, a2, b2, MmadParams{u16(st.qr), u16(st.w), u16(d), true, false});
+    qa2.FreeTensor(a2);
+    qb2.FreeTensor(b2);
+  }
+
+  // V rows of the step into L1 (issued early: they do not depend on P).
+  void load_v(const FaArgs& g, const FaStep& st) {
+    LocalTensor<T> v1 = qv.AllocTensor<T>();
+    GlobalTensor<T> gv;
+    gv.SetGlobalBuffer(kv_at<T>(g, true, st, st.kv0));
+    DataCopy(v1, gv, Nd2NzParams{1, u16(st.w), u16(g.s.D), 0, u16(g.s.v.ss), u16(ceil_to(st.w, 16)), 1, 0});
+    qv.EnQue(v1);
+  }
+
+  // PV = P V with P (qr x w, NZ with 16-row column blocks) already in L1 and V from load_v, into the L0C tensor c.
+  void pv(const FaArgs& g, const FaStep& st, const LocalTensor<T>& p1, const LocalTensor<float>& c) {
+    const std::uint32_t d = g.s.D, M1 = static_cast<std::uint32_t>(ceil_div(st.qr, 16));
+    const std::uint32_t K1 = static_cast<std::uint32_t>(ceil_div(st.w, 16)), N1 = d / 16;
+    LocalTensor<T> v1 = qv.DeQue<T>();
+    LocalTensor<T> a2 = qa2.AllocTensor<T>(), b2 = qb2.AllocTensor<T>();
+    for (std::uint32_t fm = 0; fm < M1; ++fm)
+      LoadData(a2[static_cast<std::uint64_t>(fm) * K1 * 256], p1, LoadData2DParams{u16(fm), u8(K1), u16(M1), false});
+    for (std::uint32_t fk = 0; fk < K1; ++fk)
+      LoadData(b2[static_cast<std::uint64_t>(fk) * N1 * 256], v1, LoadData2DParams{u16(fk), u8(N1), u16(K1), true});
+    qv.FreeTensor(v1);
+    qa2.EnQue(a2);
+    qb2.EnQue(b2);
+    a2 = qa2.DeQue<T>();
+    b2 = qb2.DeQue<T>();
+    Mmad(c, a2, b2, MmadParams{u16(st.qr), u16(d), u16(st.w), true, false});
+    qa2.FreeTensor(a2);
+    qb2.FreeTensor(b2);
+  }
+};
+
+// The kernels (fa_split.cpp, fa_coupled.cpp).
+template <class T>
+void fa_cube_split(const FaArgs& g);
+template <class T>
+void fa_vector_split(const FaArgs& g);
+template <class T>
+void fa_coupled(const FaArgs& g);
+
+// Host side (flash_attention.cpp): the text form, the typed call checked into the kernel's shape, the tiling.
+FlashAttentionCall parse_call(const Params& p);
+FaShape resolve(const FlashAttentionCall& c);
+// The largest blocks (Bq rows, Bk columns) whose buffers fit the chip.
+FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& chip);
+
+}  // namespace npusim::stack::ops::attention

@@ -1,0 +1,337 @@
+// FlashAttention on split chips (fa_common.hpp): a mix kernel, one block = 1 AIC + 2 AIV. The cube core computes
+// S_i = Q K_i^T into a GM workspace slot (fp32), the two vector cores (half the rows each) scale, mask, update the
+// running max/sum, exponentiate and write P_i (fp16) back, and the cube core computes PV_i = P_i V_i into another
+// slot, which the vector cores fold into their fp32 output accumulators (rescaled by exp(m_old - m_new)).
+// Cross-core flags say a slot is ready (S: AIC -> AIV, P: AIV -> AIC, PV: AIC -> AIV); the cube core computes
+// S_{i+1} before PV_i, so it works on the next block while the vector cores run the softmax of this one. Two slots
+// of each kind suffice (see the ordering argument in docs/ops.md).
+#include "stack/ops/attention/fa_common.hpp"
+
+namespace npusim::stack::ops::attention {
+
+namespace {
+
+// Per-row softmax state and buffers of one AIV (rows r0 .. r0 + rows of each unit).
+template <class T>
+struct SoftmaxState {
+  TQue<TPosition::VECIN, 2> qs;
+  TQue<TPosition::VECIN, 1> qpv, qmask;
+  TQue<TPosition::VECOUT, 1> qp, qo;
+  TBuf<TPosition::VECCALC> fo[2], fm[2], fl[2], falpha[2], fmx, frs, fbc, fmaskf;
+  std::uint32_t R = 0;  // rows per AIV (max)
+
+  void init(TPipe& pipe, const FaArgs& g) {
+    R = static_cast<std::uint32_t>(ceil_div(g.t.bq, 2));
+    const std::uint64_t bk = g.t.bk, d = g.s.D, vec = ceil_to(R * 4ULL, 32);
+    pipe.InitBuffer(qs, 2, R * bk * 4);
+    pipe.InitBuffer(qpv, 1, R * d * 4);
+    pipe.InitBuffer(qp, 1, R * bk * sizeof(T));
+    pipe.InitBuffer(qo, 1, R * ub_row<T>(d) * sizeof(T));
+    for (int p = 0; p < 2; ++p) {
+      pipe.InitBuffer(fo[p], R * d * 4);
+      pipe.InitBuffer(fm[p], vec);
+      pipe.InitBuffer(fl[p], vec);
+      pipe.InitBuffer(falpha[p], vec);
+    }
+    pipe.InitBuffer(fmx, vec * ceil_div(bk, 64));
+    pipe.InitBuffer(frs, vec * ceil_div(bk, 64));
+    pipe.InitBuffer(fbc, ceil_to(R, 8) * 32ULL);
+    if (g.s.mask) {
+      pipe.InitBuffer(qmask, 1, R * bk * sizeof(T));
+      pipe.InitBuffer(fmaskf, R * 64 * 4ULL);
+    }
+  }
+};
+
+// Sets columns [c0, bk) of `rows` rows (starting at row `r`) of an ND fp32 tile with rows of bk to kMasked.
+inline void mask_columns(const LocalTensor<float>& s, std::uint32_t bk, std::uint32_t r, std::uint32_t rows,
+                         std::uint32_t c0) {
+  for (std::uint32_t h = 0; h < bk; h += 64) {
+    const std::uint32_t lanes = std::min<std::uint32_t>(64, bk - h);
+    if (c0 >= h + lanes) continue;
+    const std::uint32_t lo = c0 > h ? c0 - h : 0;
+    const std::uint64_t upto = lanes == 64 ? ~0ULL : (1ULL << lanes) - 1;  // lanes of this row only
+    const std::uint64_t bits[2] = {upto & ~((1ULL << lo) - 1), 0};
+    Duplicate(s[static_cast<std::uint64_t>(r) * bk + h], kMasked, bits, u8(rows), 1, u8(bk / 8));
+  }
+}
+
+// Row-wise op of an ND fp32 tile (rows of `cols`, stride `stride` elements) with a per-row value broadcast in `bc`
+// ([rows][8] blocks): x[r][c] = op(x[r][c], bc[r]).
+enum class RowOp { kSub, kMul, kDiv };
+inline void row_broadcast(RowOp op, const LocalTensor<float>& x, const LocalTensor<float>& bc, std::uint32_t rows,
+                          std::uint32_t cols, std::uint32_t stride) {
+  const std::uint8_t rep = u8(stride / 8);
+  for (std::uint32_t h = 0; h < cols; h += 64) {
+    const std::uint64_t mask = std::min<std::uint32_t>(64, cols - h);
+    const BinaryRepeatParams p{1, 1, 0, rep, rep, 1};
+    const LocalTensor<float> xh = x[h];
+    if (op == RowOp::kSub)
+      Sub(xh, xh, bc, mask, u8(rows), p);
+    else if (op == RowOp::kMul)
+      Mul(xh, xh, bc, mask, u8(rows), p);
+    else
+      Div(xh, xh, bc, mask, u8(rows), p);
+  }
+}
+
+// A row reduction of an ND fp32 tile with rows of bk (16, 32 or a multiple of 64): one value per row into `out`,
+// using `parts` (bk / 64 vectors of rows) as scratch.
+inline void row_reduce(bool max, const LocalTensor<float>& out, const LocalTensor<float>& s,
+                       const LocalTensor<float>& parts, std::uint32_t rows, std::uint32_t bk, std::uint32_t vec) {
+  const std::uint32_t chunks = static_cast<std::uint32_t>(ceil_div(bk, 64)), lanes = std::min<std::uint32_t>(64, bk);
+  for (std::uint32_t h = 0; h < chunks; ++h) {
+    const LocalTensor<float> dst = chunks == 1 ? out : parts[h * vec];
+    if (max)
+      WholeReduceMax(dst, s[h * 64], lanes, u8(rows), 1, 1, u8(bk / 8));
+    else
+      WholeReduceSum(dst, s[h * 64], lanes, u8(rows), 1, 1, u8(bk / 8));
+  }
+  if (chunks == 1) return;
+  if (max)
+    Max(out, parts, parts[vec], rows);
+  else
+    Add(out, parts, parts[vec], rows);
+  for (std::uint32_t h = 2; h < chunks; ++h) {
+    if (max)
+      Max(out, out, parts[h * vec], rows);
+    else
+      Add(out, out, parts[h * vec], rows);
+  }
+}
+
+// The vector side of one AIV: the softmax of each block's scores into P, and the PV blocks folded into the output.
+template <class T>
+class VectorSide {
+ public:
+  explicit VectorSide(const FaArgs& g)
+      : g_(g), steps_(steps_of(g, GetBlockIdx(), GetBlockNum())), slot_(slots_of(g)), unit_of_(steps_.size()) {
+    sm_.init(pipe_, g);
+    bk_ = g.t.bk;
+    d_ = g.s.D;
+    vec_ = static_cast<std::uint32_t>(ceil_to(sm_.R, 8));
+    shared_mask_ = g.s.mask_rows_shared();
+    std::uint32_t unit = 0;  // units started so far (state parity)
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+      if (i > 0 && steps_[i].first) ++unit;
+      unit_of_[i] = unit;
+    }
+  }
+
+  void run() {
+    for (std::size_t i = 0; i < steps_.size(); ++i) {
+      softmax_step(i);
+      if (i > 0) accumulate_step(i - 1);
+    }
+    if (!steps_.empty()) accumulate_step(steps_.size() - 1);
+  }
+
+ private:
+  // This AIV's rows of a unit of qr rows: the first ceil(qr / 2) on sub-block 0, the rest on 1.
+  static std::uint32_t my_rows(const FaStep& st, std::uint32_t* r0) {
+    const std::uint32_t half = (st.qr + 1) / 2;
+    *r0 = GetSubBlockIdx() == 0 ? 0 : half;
+    return GetSubBlockIdx() == 0 ? half : st.qr - half;
+  }
+
+  // The scores of step i (this AIV's rows) from their slot, scaled, with the mask added: the tile s.
+  LocalTensor<float> scores_in(std::size_t i, std::uint32_t r0, std::uint32_t rows) {
+    const FaStep& st = steps_[i];
+    LocalTensor<float> s = sm_.qs.template AllocTensor<float>();
+    GlobalTensor<float> gs;
+    gs.SetGlobalBuffer(slot_.s(i) + static_cast<std::uint64_t>(r0) * bk_ * 4);
+    DataCopy(s, gs, static_cast<std::uint64_t>(rows) * bk_);
+    LocalTensor<T> mk;
+    if (g_.s.mask) {
+      mk = sm_.qmask.template AllocTensor<T>();
+      // A shared row (key padding) is read once; the cast below reads it for every row.
+      copy_rows_in(mk, g_.mask + (g_.s.mask_at(st.b, st.n, st.q0 + r0) + st.kv0) * sizeof(T), shared_mask_ ? 1 : rows,
+                   st.w, g_.s.SK);
+      sm_.qmask.EnQue(mk);
+    }
+    sm_.qs.EnQue(s);
+    s = sm_.qs.template DeQue<float>();
+    Muls(s, s, g_.s.scale, static_cast<std::uint64_t>(rows) * bk_);
+    if (!g_.s.mask) return s;
+    // The mask rows (ub_row<T>(w) apart, or one row read by every repeat) in 64-column chunks: cast into fp32
+    // scratch, add to the scores.
+    mk = sm_.qmask.template DeQue<T>();
+    const LocalTensor<float> mf = sm_.fmaskf.template Get<float>();
+    const std::uint32_t mrow = shared_mask_ ? 0 : static_cast<std::uint32_t>(ub_row<T>(st.w));
+    for (std::uint32_t h = 0; h < st.w; h += 64) {
+      const std::uint64_t lanes = std::min<std::uint32_t>(64, st.w - h);
+      Cast(mf, mk[h], RoundMode::CAST_NONE, lanes, u8(rows), UnaryRepeatParams{1, 1, 8, u8(mrow * sizeof(T) / 32)});
+      Add(s[h], s[h], mf, lanes, u8(rows), BinaryRepeatParams{1, 1, 1, u8(bk_ / 8), u8(bk_ / 8), 8});
+    }
+    sm_.qmask.FreeTensor(mk);
+    return s;
+  }
+
+  // Columns past the block's keys, and (causal) the keys after each query row, set to kMasked.
+  void mask_invisible(const FaStep& st, const LocalTensor<float>& s, std::uint32_t r0, std::uint32_t rows) {
+    if (st.w < bk_) mask_columns(s, bk_, 0, rows, st.w);
+    if (!g_.s.causal || st.kv0 + st.w - 1 <= st.q0 + r0) return;
+    // Query row qi sees keys <= qi: columns from qi + 1 - kv0 on are masked (all of them for rows above the
+    // block, which go in one instruction per 64 columns).
+    std::uint32_t r = 0;
+    while (r < rows && st.q0 + r0 + r < st.kv0) ++r;
+    if (r > 0) mask_columns(s, bk_, 0, r, 0);
+    for (; r < rows; ++r) {
+      const std::uint32_t qi = st.q0 + r0 + r;
+      if (qi + 1 < st.kv0 + st.w) mask_columns(s, bk_, r, 1, qi + 1 - st.kv0);
+    }
+  }
+
+  // The online softmax of the tile: the running max m and sum l of the unit (state p), alpha = exp(m_old - m_new)
+  // for the accumulator, s = exp(s - m).
+  void online_softmax(std::size_t i, const LocalTensor<float>& s, std::uint32_t rows, std::uint32_t p) {
+    const FaStep& st = steps_[i];
+    const LocalTensor<float> m = sm_.fm[p].template Get<float>(), l = sm_.fl[p].template Get<float>();
+    const LocalTensor<float> alpha = sm_.falpha[i % 2].template Get<float>(), mx = sm_.fmx.template Get<float>();
+    const LocalTensor<float> rs = sm_.frs.template Get<float>(), bc = sm_.fbc.template Get<float>();
+    if (st.first) {
+      row_reduce(true, m, s, mx, rows, bk_, vec_);
+      Maxs(m, m, kMasked, rows);  // a first block masked with -inf (left padding) must not make s - m NaN
+    } else {
+      row_reduce(true, mx, s, rs, rows, bk_, vec_);
+      Max(mx, m, mx, rows);     // m_new
+      Sub(alpha, m, mx, rows);  // m_old - m_new
+      Exp(alpha, alpha, rows);
+      Adds(m, mx, 0.0f, rows);
+    }
+    Brcb(bc, m, u8(ceil_div(rows, 8)), BrcbRepeatParams{1, 8});
+    row_broadcast(RowOp::kSub, s, bc, rows, bk_, bk_);
+    Exp(s, s, static_cast<std::uint64_t>(rows) * bk_);
+    if (st.first) {
+      row_reduce(false, l, s, mx, rows, bk_, vec_);
+    } else {
+      row_reduce(false, rs, s, mx, rows, bk_, vec_);
+      Mul(l, l, alpha, rows);
+      Add(l, l, rs, rows);
+    }
+  }
+
+  void softmax_step(std::size_t i) {
+    const FaStep& st = steps_[i];
+    std::uint32_t r0 = 0;
+    const std::uint32_t rows = my_rows(st, &r0);
+    const std::uint32_t p = unit_of_[i] % 2;
+    cross_core_wait_flag(kSReady, PIPE_MTE2);
+    if (rows == 0) {
+      cross_core_set_flag(2, PIPE_MTE2, kPReady);
+      return;
+    }
+    const LocalTensor<float> s = scores_in(i, r0, rows);
+    mask_invisible(st, s, r0, rows);
+    online_softmax(i, s, rows, p);
+    LocalTensor<T> pt = sm_.qp.template AllocTensor<T>();
+    convert(pt, s, static_cast<std::uint64_t>(rows) * bk_);
+    sm_.qs.FreeTensor(s);
+    sm_.qp.EnQue(pt);
+    pt = sm_.qp.template DeQue<T>();
+    GlobalTensor<T> gp;
+    gp.SetGlobalBuffer(slot_.p(i) + static_cast<std::uint64_t>(r0) * bk_ * sizeof(T));
+    DataCopy(gp, pt, static_cast<std::uint64_t>(rows) * bk_);
+    sm_.qp.FreeTensor(pt);
+    cross_core_set_flag(2, PIPE_MTE3, kPReady);
+  }
+
+  // PV_i folded into the unit's output accumulator (rescaled by alpha); at the unit's last block, O = acc / l.
+  void accumulate_step(std::size_t i) {
+    const FaStep& st = steps_[i];
+    std::uint32_t r0 = 0;
+    const std::uint32_t rows = my_rows(st, &r0);
+    const std::uint32_t p = unit_of_[i] % 2;
+    cross_core_wait_flag(kPvReady, PIPE_MTE2);
+    if (rows == 0) return;
+    LocalTensor<float> pv = sm_.qpv.template AllocTensor<float>();
+    GlobalTensor<float> gpv;
+    gpv.SetGlobalBuffer(slot_.pv(i) + static_cast<std::uint64_t>(r0) * d_ * 4);
+    DataCopy(pv, gpv, static_cast<std::uint64_t>(rows) * d_);
+    sm_.qpv.EnQue(pv);
+    pv = sm_.qpv.template DeQue<float>();
+    const LocalTensor<float> o = sm_.fo[p].template Get<float>(), bc = sm_.fbc.template Get<float>();
+    if (st.first) {
+      Adds(o, pv, 0.0f, static_cast<std::uint64_t>(rows) * d_);
+    } else {
+      Brcb(bc, sm_.falpha[i % 2].template Get<float>(), u8(ceil_div(rows, 8)), BrcbRepeatParams{1, 8});
+      row_broadcast(RowOp::kMul, o, bc, rows, d_, d_);
+      Add(o, o, pv, static_cast<std::uint64_t>(rows) * d_);
+    }
+    sm_.qpv.FreeTensor(pv);
+    if (!st.last) return;
+    Brcb(bc, sm_.fl[p].template Get<float>(), u8(ceil_div(rows, 8)), BrcbRepeatParams{1, 8});
+    row_broadcast(RowOp::kDiv, o, bc, rows, d_, d_);
+    LocalTensor<T> ot = sm_.qo.template AllocTensor<T>();
+    convert(ot, o, static_cast<std::uint64_t>(rows) * d_);
+    sm_.qo.EnQue(ot);
+    ot = sm_.qo.template DeQue<T>();
+    store_o(g_, st, st.q0 + r0, ot, rows);
+    sm_.qo.FreeTensor(ot);
+  }
+
+  const FaArgs& g_;
+  const std::vector<FaStep> steps_;
+  const Slots slot_;
+  std::vector<std::uint32_t> unit_of_;  // the unit (counted from 0 on this block) of each step
+  TPipe pipe_;
+  SoftmaxState<T> sm_;
+  std::uint32_t bk_ = 0, d_ = 0, vec_ = 0;
+  bool shared_mask_ = false;
+};
+
+}  // namespace
+
+template <class T>
+void fa_vector_split(const FaArgs& g) {
+  VectorSide<T>(g).run();
+}
+
+// The cube side: S_i into its slot, then PV_{i-1} (the P of the previous block is ready by then).
+template <class T>
+void fa_cube_split(const FaArgs& g) {
+  const std::vector<FaStep> steps = steps_of(g, GetBlockIdx(), GetBlockNum());
+  const Slots slot = slots_of(g);
+  TPipe pipe;
+  CubeBuffers<T> cb;
+  cb.init(pipe, g, true);
+  auto drain = [&](GM_ADDR dst, std::uint32_t rows, std::uint32_t cols, std::uint32_t stride, std::uint32_t flag) {
+    LocalTensor<float> c = cb.qc.template DeQue<float>();
+    GlobalTensor<float> gs;
+    gs.SetGlobalBuffer(dst);
+    Fixpipe(gs, c, FixpipeParams{u16(cols), u16(rows), u16(ceil_to(rows, 16)), stride, false});
+    cb.qc.FreeTensor(c);
+    cross_core_set_flag(2, PIPE_FIX, flag);
+  };
+  auto pv_step = [&](std::size_t i) {
+    const FaStep& st = steps[i];
+    cb.load_v(g, st);
+    LocalTensor<T> p1 = cb.qp.template AllocTensor<T>();
+    cross_core_wait_flag(kPReady, PIPE_MTE2);
+    GlobalTensor<T> gp;
+    gp.SetGlobalBuffer(slot.p(i));
+    DataCopy(p1, gp, Nd2NzParams{1, u16(st.qr), u16(st.w), 0, u16(g.t.bk), u16(ceil_to(st.qr, 16)), 1, 0});
+    cb.qp.EnQue(p1);
+    p1 = cb.qp.template DeQue<T>();
+    LocalTensor<float> c = cb.qc.template AllocTensor<float>();
+    cb.pv(g, st, p1, c);
+    cb.qc.EnQue(c);
+    cb.qp.FreeTensor(p1);
+    drain(slot.pv(i), st.qr, g.s.D, g.s.D, kPvReady);
+  };
+  for (std::size_t i = 0; i < steps.size(); ++i) {
+    LocalTensor<float> c = cb.qc.template AllocTensor<float>();
+    cb.scores(g, steps[i], c);
+    cb.qc.EnQue(c);
+    drain(slot.s(i), steps[i].qr, steps[i].w, g.t.bk, kSReady);
+    if (i > 0) pv_step(i - 1);
+  }
+  if (!steps.empty()) pv_step(steps.size() - 1);
+}
+
+template void fa_cube_split<half>(const FaArgs&);
+template void fa_cube_split<bfloat16_t>(const FaArgs&);
+template void fa_vector_split<half>(const FaArgs&);
+template void fa_vector_split<bfloat16_t>(const FaArgs&);
+
+}  // namespace npusim::stack::ops::attention

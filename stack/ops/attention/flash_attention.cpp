@@ -1,0 +1,334 @@
+// The flash_attention op (fa_common.hpp has the kernels' shared parts): the text form, the typed call checked into
+// the kernel's shape, the tiling, the plan and the fp32 reference.
+#include <cmath>
+#include <sstream>
+
+#include "common/util/error.hpp"
+#include "stack/ops/attention/fa_common.hpp"
+
+namespace npusim::stack::ops::attention {
+
+namespace {
+
+template <class T>
+void fa_kernel(const FaArgs& g, bool split) {
+  if (!split)
+    fa_coupled<T>(g);
+  else if (IsAic())
+    fa_cube_split<T>(g);
+  else
+    fa_vector_split<T>(g);
+}
+
+// A parameter the call cannot do without.
+std::uint32_t required_uint(const Params& p, const std::string& key, std::uint32_t max) {
+  if (!p.count(key))
+    throw InputError("flash_attention: parameter '" + key +
+                     "' is required (B, N, S, D; KVN, SK, causal, mask, mask_shape, scale optional)");
+  return param_uint(p, key, 0, max);
+}
+
+// -p KEY=x,y,z: three integers, or an empty vector when KEY is not given.
+std::vector<std::uint64_t> uint_triple(const Params& p, const std::string& key, const char* what) {
+  const auto it = p.find(key);
+  if (it == p.end()) return {};
+  std::vector<std::uint64_t> v;
+  std::stringstream ss(it->second);
+  for (std::string part; std::getline(ss, part, ',');) {
+    Params one{{key, part}};
+    v.push_back(param_uint(one, key, 0, 1u << 31));
+  }
+  if (v.size() != 3) throw InputError("flash_attention: " + key + "='" + it->second + "' is not " + what);
+  return v;
+}
+
+// The strides of a tensor of `heads` heads and `seq` rows in the call's layout.
+FaLayout natural_layout(const FlashAttentionCall& c, std::uint64_t heads, std::uint64_t seq) {
+  const std::uint64_t D = c.D;
+  return c.layout == AttentionLayout::kBsnd ? FaLayout{seq * heads * D, D, heads * D, 0}
+                                            : FaLayout{heads * seq * D, seq * D, D, 0};
+}
+
+}  // namespace
+
+// The text form: -p B, N, S, D (required), KVN, SK, causal, mask, mask_shape=MB,MN,MS, scale, layout=bnsd|bsnd, and
+// explicit layouts q_strides=bs,ns,ss and q_offset=off (also k, v, o), in elements.
+FlashAttentionCall parse_call(const Params& p) {
+  FlashAttentionCall c;
+  c.B = required_uint(p, "B", 1u << 16);
+  c.N = required_uint(p, "N", 1u << 12);
+  c.S = required_uint(p, "S", 1u << 20);
+  c.D = required_uint(p, "D", 256);
+  c.KVN = param_uint(p, "KVN", c.N, 1u << 12);
+  c.SK = param_uint(p, "SK", c.S, 1u << 20);
+  if (!c.B || !c.N || !c.S || !c.D || !c.KVN || !c.SK)
+    throw InputError("flash_attention: B, N, KVN, S, SK and D must be positive");
+  c.causal = param_uint(p, "causal", 0, 1);
+  c.mask = param_uint(p, "mask", 0, 1);
+  if (const auto ms = uint_triple(p, "mask_shape", "MB,MN,MS"); !ms.empty())
+    c.mask_shape = std::vector<std::uint32_t>{static_cast<std::uint32_t>(ms[0]), static_cast<std::uint32_t>(ms[1]),
+                                              static_cast<std::uint32_t>(ms[2])};
+  if (p.count("scale")) c.scale = param_real(p, "scale", 1.0, false);
+  const auto lay = p.find("layout");
+  if (lay != p.end() && lay->second != "bnsd" && lay->second != "bsnd")
+    throw InputError("flash_attention: layout='" + lay->second + "' is not bnsd or bsnd");
+  c.layout = lay != p.end() && lay->second == "bsnd" ? AttentionLayout::kBsnd : AttentionLayout::kBnsd;
+  for (auto [name, strides] : {std::pair{"q", &c.q}, {"k", &c.k}, {"v", &c.v}, {"o", &c.o}}) {
+    const auto st = uint_triple(p, std::string(name) + "_strides", "b,n,s");
+    const std::string off = std::string(name) + "_offset";
+    if (st.empty() && !p.count(off)) continue;
+    const bool kv = name[0] == 'k' || name[0] == 'v';
+    const FaLayout nat = natural_layout(c, kv ? c.KVN : c.N, kv ? c.SK : c.S);
+    *strides = AttentionStrides{st.empty() ? nat.bs : st[0], st.empty() ? nat.ns : st[1], st.empty() ? nat.ss : st[2],
+                                param_uint(p, off, 0, 1u << 31)};
+  }
+  return c;
+}
+
+// The typed call checked and completed (defaults, natural layouts) into the kernel's shape.
+FaShape resolve(const FlashAttentionCall& c) {
+  FaShape s;
+  const std::pair<const char*, std::pair<std::uint32_t, std::uint32_t>> dims[] = {
+      {"B", {c.B, 1u << 16}}, {"N", {c.N, 1u << 12}},     {"S", {c.S, 1u << 20}},
+      {"D", {c.D, 256}},      {"KVN", {c.KVN, 1u << 12}}, {"SK", {c.SK, 1u << 20}}};
+  for (const auto& [name, v] : dims)
+    if (v.first > v.second)
+      throw InputError(std::string("flash_attention: ") + name + "=" + std::to_string(v.first) + " is more than " +
+                       std::to_string(v.second));
+  s.B = c.B;
+  s.N = c.N;
+  s.S = c.S;
+  s.D = c.D;
+  s.KVN = c.KVN ? c.KVN : c.N;
+  s.SK = c.SK ? c.SK : c.S;
+  s.causal = c.causal;
+  s.mask = c.mask;
+  if (!s.B || !s.N || !s.S || !s.D) throw InputError("flash_attention: B, N, KVN, S, SK and D must be positive");
+  if (s.D % 16 != 0)
+    throw InputError("flash_attention: D=" + std::to_string(s.D) + " must be a multiple of 16 (at most 256)");
+  if (s.N % s.KVN != 0)
+    throw InputError("flash_attention: N=" + std::to_string(s.N) +
+                     " query heads cannot be grouped over KVN=" + std::to_string(s.KVN) + " key/value heads");
+  s.MS = s.S;
+  if (c.mask_shape) {
+    const auto& ms = *c.mask_shape;
+    std::string text;
+    for (std::size_t i = 0; i < ms.size(); ++i) text += (i ? "," : "") + std::to_string(ms[i]);
+    if (!s.mask) throw InputError("flash_attention: mask_shape is given without mask=1");
+    if (ms.size() != 3) throw InputError("flash_attention: mask_shape='" + text + "' is not MB,MN,MS");
+    const std::uint32_t full[] = {s.B, s.N, s.S};
+    for (int i = 0; i < 3; ++i)
+      if (ms[i] != 1 && ms[i] != full[i])
+        throw InputError("flash_attention: mask_shape='" + text + "': " + "BNS"[i] + " of the mask must be 1 or " +
+                         std::to_string(full[i]));
+    s.MB = ms[0];
+    s.MN = ms[1];
+    s.MS = ms[2];
+  }
+  const double scale = c.scale ? *c.scale : 1.0 / std::sqrt(static_cast<double>(s.D));
+  if (!std::isfinite(scale) || scale <= 0)
+    throw InputError("flash_attention: scale=" + std::to_string(scale) + " is not a positive number");
+  s.scale = static_cast<float>(scale);
+  s.bsnd = c.layout == AttentionLayout::kBsnd;
+  FlashAttentionCall full = c;
+  full.KVN = s.KVN;
+  full.SK = s.SK;
+  s.q = s.o = natural_layout(full, s.N, s.S);
+  s.k = s.v = natural_layout(full, s.KVN, s.SK);
+  const std::uint64_t D = s.D;
+  const std::pair<const char*, std::pair<const std::optional<AttentionStrides>*, FaLayout*>> lays[] = {
+      {"q", {&c.q, &s.q}}, {"k", {&c.k, &s.k}}, {"v", {&c.v, &s.v}}, {"o", {&c.o, &s.o}}};
+  for (const auto& [name, l] : lays) {
+    if (*l.first) *l.second = FaLayout{(*l.first)->batch, (*l.first)->head, (*l.first)->row, (*l.first)->offset};
+    if (l.second->ss < D || l.second->ss > 65535)
+      throw InputError(std::string("flash_attention: ") + name + " rows are " + std::to_string(l.second->ss) +
+                       " elements apart (D=" + std::to_string(D) + " to 65535 allowed)");
+    if (l.second->bs > (1ull << 40) || l.second->ns > (1ull << 40) || l.second->off > (1ull << 40))
+      throw InputError(std::string("flash_attention: the ") + name + " strides or offset are more than 2^40 elements");
+  }
+  return s;
+}
+
+namespace {
+
+// The mask's shape: S x SK for one table (the usual call), else [MB, MN, MS, SK].
+Shape mask_shape(const FaShape& s) {
+  if (s.MB == 1 && s.MN == 1 && s.MS == s.S) return Shape{s.S, s.SK};
+  return Shape{s.MB, s.MN, s.MS, s.SK};
+}
+
+// Elements a tensor of `heads` heads and `seq` rows spans in its layout.
+std::uint64_t extent(const FaLayout& l, std::uint64_t B, std::uint64_t heads, std::uint64_t seq, std::uint64_t D) {
+  return l.at(B - 1, heads - 1, seq - 1) + D;
+}
+
+}  // namespace
+
+// The largest blocks (Bq rows, Bk columns) whose buffers fit the chip: the cube side's L1/L0 ping-pong buffers and
+// the vector side's UB (scores in two buffers, P, PV, two output accumulators and per-row vectors).
+FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& chip) {
+  const auto& b = chip.buffers;
+  const std::uint64_t d = s.D;
+  // Blocks no larger than the sequences need (a short sequence gets a small block and a small workspace).
+  const std::uint64_t sq16 = ceil_to(s.S, 16), sk16 = ceil_to(s.SK, 16);
+  for (std::uint64_t bq : {128, 64, 32, 16}) {
+    if (bq > sq16 && bq > 16 && bq / 2 >= sq16) continue;
+    for (std::uint64_t bk : {256, 128, 64, 32, 16}) {
+      if (bk > sk16 && bk > 16 && bk / 2 >= sk16) continue;
+      const std::uint64_t l1 = (bq * d + 2 * bq * bk + 4 * bk * d) * es;
+      const bool cube_fits = l1 <= b.l1.size && 2 * std::max(bq * d, bq * bk) * es <= b.l0a.size &&
+                             2 * bk * d * es <= b.l0b.size && 2 * std::max(bq * bk, bq * d) * 4 <= b.l0c.size &&
+                             (d / 16) * (bk / 16) <= 255;
+      std::uint64_t ub = 0;
+      if (chip.split()) {  // per AIV: half the rows (see SoftmaxState)
+        const std::uint64_t r = (bq + 1) / 2, vec = ceil_to(r * 4, 32);
+        ub = 2 * r * bk * 4 + r * d * 4 + r * bk * es + r * ub_row<float>(d) * es + 2 * r * d * 4 + 6 * vec +
+             2 * vec * ceil_div(bk, 64) + ceil_to(r, 8) * 32;
+        if (s.mask) ub += r * bk * es + r * 64 * 4;
+      } else {  // one core: S, PV, O in fp32, P and O in T, two column blocks of scratch, four row vectors
+        ub = bq * bk * 4 + 2 * bq * d * 4 + bq * bk * es + 2 * bq * d * es + 2 * bq * 16 * 4 + 4 * bq * 4;
+        if (s.mask) ub += bq * bk * es;
+      }
+      const bool l1_fits = chip.split() || l1 - bq * bk * es <= b.l1.size;  // coupled: one P buffer, one V buffer
+      if (!cube_fits || !l1_fits || ub > b.ub.size) continue;
+      FaTiling t;
+      t.bq = static_cast<std::uint32_t>(bq);
+      t.bk = static_cast<std::uint32_t>(bk);
+      t.slot_bytes = ceil_to(2 * (bq * bk * 4 + bq * bk * es + bq * d * 4), 512);
+      const std::uint64_t units = static_cast<std::uint64_t>(s.B) * s.N * ceil_div(s.S, bq);
+      t.block_dim = static_cast<std::uint32_t>(std::min<std::uint64_t>(units, chip.cube_cores()));
+      return t;
+    }
+  }
+  throw InputError("flash_attention: no block of D=" + std::to_string(s.D) + " fits the buffers of chip " + chip.name);
+}
+
+namespace {
+
+// fp32 reference: softmax in double over each query row, from the same fp16/bf16 inputs.
+std::vector<HostTensor> fa_reference(const std::vector<TensorDesc>&, const Call& call,
+                                     const std::vector<HostTensor>& v) {
+  const FaShape s = resolve(call_as<FlashAttentionCall>(call, "flash_attention"));
+  HostTensor out(extent(s.o, s.B, s.N, s.S, s.D));
+  std::vector<double> score(s.SK), acc(s.D);
+  for (std::uint32_t b = 0; b < s.B; ++b) {
+    for (std::uint32_t n = 0; n < s.N; ++n) {
+      const std::uint32_t kvh = n / (s.N / s.KVN);
+      const float* q = v[0].data() + s.q.at(b, n, 0);
+      const float* k = v[1].data() + s.k.at(b, kvh, 0);
+      const float* vv = v[2].data() + s.v.at(b, kvh, 0);
+      float* o = out.data() + s.o.at(b, n, 0);
+      for (std::uint32_t i = 0; i < s.S; ++i) {
+        const std::uint32_t keys = s.causal ? std::min(s.SK, i + 1) : s.SK;
+        double mx = -INFINITY;
+        for (std::uint32_t j = 0; j < keys; ++j) {
+          double dot = 0;
+          for (std::uint32_t c = 0; c < s.D; ++c) dot += static_cast<double>(q[i * s.q.ss + c]) * k[j * s.k.ss + c];
+          score[j] = dot * s.scale + (s.mask ? v[3][s.mask_at(b, n, i) + j] : 0.0);
+          mx = std::max(mx, score[j]);
+        }
+        double sum = 0;
+        std::fill(acc.begin(), acc.end(), 0.0);
+        for (std::uint32_t j = 0; j < keys; ++j) {
+          const double e = std::exp(score[j] - mx);
+          sum += e;
+          for (std::uint32_t c = 0; c < s.D; ++c) acc[c] += e * vv[j * s.v.ss + c];
+        }
+        for (std::uint32_t c = 0; c < s.D; ++c) o[i * s.o.ss + c] = static_cast<float>(acc[c] / sum);
+      }
+    }
+  }
+  return {out};
+}
+
+OpDef flash_attention_op() {
+  OpDef d;
+  d.name = "flash_attention";
+  d.summary =
+      "O = softmax(scale Q K^T + mask) V, BNSD or BSND layout (or explicit strides), grouped-query heads (KVN), "
+      "causal, online softmax in fp32";
+  d.params = {"B",         "N",          "KVN",      "S",        "SK",        "D",         "causal",
+              "mask",      "mask_shape", "scale",    "layout",   "q_strides", "k_strides", "v_strides",
+              "o_strides", "q_offset",   "k_offset", "v_offset", "o_offset"};
+  d.parse = [](const Params& p) -> Call { return parse_call(p); };
+  d.inputs = [](const Params& p, DType t) {
+    if (t == DType::kFp32) throw InputError("flash_attention takes fp16 or bf16");
+    const FaShape s = resolve(parse_call(p));
+    // The natural shapes of the layout (explicit strides come with the graph's own shapes).
+    auto shape = [&](std::uint64_t heads, std::uint64_t seq, const FaLayout& l) {
+      return s.bsnd                 ? Shape{s.B, seq, heads, s.D}
+             : l.off || l.ss != s.D ? Shape{extent(l, s.B, heads, seq, s.D)}
+                                    : Shape{s.B, heads, seq, s.D};
+    };
+    std::vector<TensorDesc> in{{shape(s.N, s.S, s.q), t}, {shape(s.KVN, s.SK, s.k), t}, {shape(s.KVN, s.SK, s.v), t}};
+    if (s.mask) in.push_back({mask_shape(s), t});
+    return in;
+  };
+  d.plan = [](const std::vector<TensorDesc>& in, const Call& call, const config::ChipConfig& chip) {
+    FaArgs g;
+    g.s = resolve(call_as<FlashAttentionCall>(call, "flash_attention"));
+    g.t = plan_fa(g.s, hw::isa::dtype_bytes(in[0].dtype), chip);
+    const FaShape& s = g.s;
+    const std::pair<const FaLayout*, std::uint64_t> spans[] = {{&s.q, s.N}, {&s.k, s.KVN}, {&s.v, s.KVN}};
+    for (std::size_t i = 0; i < 3; ++i) {
+      const std::uint64_t need = extent(*spans[i].first, s.B, spans[i].second, i ? s.SK : s.S, s.D);
+      if (in.size() <= i || elements(in[i].shape) < need)
+        throw InputError("flash_attention: input " + std::to_string(i) + " (" +
+                         (in.size() > i ? shape_string(in[i].shape) : "missing") + ") is smaller than the " +
+                         std::to_string(need) + " elements its layout reaches");
+    }
+    if (s.mask && (in.size() < 4 || elements(in[3].shape) != elements(mask_shape(s))))
+      throw InputError("flash_attention: the mask must be MB x MN x MS x SK = " + shape_string(mask_shape(s)) +
+                       (in.size() < 4 ? std::string(", none given") : ", not " + shape_string(in[3].shape)));
+    OpPlan plan;
+    const std::uint64_t o_span = extent(s.o, s.B, s.N, s.S, s.D);
+    plan.outputs = {{s.bsnd ? Shape{s.B, s.S, s.N, s.D}
+                     : o_span == static_cast<std::uint64_t>(s.B) * s.N * s.S * s.D && s.o.ss == s.D
+                         ? Shape{s.B, s.N, s.S, s.D}
+                         : Shape{o_span},
+                     in[0].dtype}};
+    plan.type = KernelType::kMix;
+    plan.block_dim = g.t.block_dim;
+    plan.workspace_bytes = chip.split() ? g.t.slot_bytes * g.t.block_dim : 0;
+    // FLOPs of the two matmuls over the visible score entries (2 D each for Q K^T and P V): the usual count.
+    double entries = 0;
+    for (std::uint32_t qb = 0; qb < query_blocks(g); ++qb) {
+      const std::uint32_t q0 = qb * g.t.bq, qr = std::min(g.t.bq, g.s.S - q0);
+      for (std::uint32_t i = q0; i < q0 + qr; ++i) entries += g.s.causal ? std::min(g.s.SK, i + 1) : g.s.SK;
+    }
+    plan.flops = 4.0 * g.s.D * entries * g.s.B * g.s.N;
+    plan.tiling = {{"block_q", g.t.bq},
+                   {"block_k", g.t.bk},
+                   {"workspace_per_block", static_cast<double>(g.t.slot_bytes)},
+                   {"units", static_cast<double>(query_blocks(g)) * g.s.B * g.s.N}};
+    const DType t = in[0].dtype;
+    const bool split = chip.split();
+    plan.kernel = [g, t, split](const std::vector<std::uint64_t>& buf) -> std::function<void()> {
+      FaArgs a = g;
+      a.q = buf[0];
+      a.k = buf[1];
+      a.v = buf[2];
+      std::size_t i = 3;
+      if (g.s.mask) a.mask = buf[i++];
+      a.o = buf[i++];
+      a.workspace = i < buf.size() ? buf[i] : 0;  // coupled chips plan no workspace
+      if (t == DType::kBf16) return [a, split] { fa_kernel<bfloat16_t>(a, split); };
+      return [a, split] { fa_kernel<half>(a, split); };
+    };
+    return plan;
+  };
+  d.reference = fa_reference;
+  return d;
+}
+
+}  // namespace
+
+}  // namespace npusim::stack::ops::attention
+
+namespace npusim::stack::ops {
+
+std::vector<OpDef> attention_ops() {
+  return {attention::flash_attention_op()};
+}
+
+}  // namespace npusim::stack::ops
