@@ -196,7 +196,6 @@ void reflect(Visitor& v, ChipConfig& c) {
     v.boolean("row_hash", c.hbm.row_hash, true,
               "rotate the bank and pseudo-channel of an address by a hash of its row, as controllers do, so that "
               "power-of-two strides spread over banks and channels");
-    v.text("scheduler", c.hbm.scheduler, std::string("frfcfs"), "request scheduler", {"frfcfs", "fcfs"});
     v.text("page_policy", c.hbm.page_policy, std::string("open"), "row buffer policy", {"open", "closed"});
     v.text("refresh", c.hbm.refresh, std::string("all_bank"), "refresh mode", {"all_bank", "per_bank", "none"});
     Group t(v, "timing", "DRAM timing parameters (HBM2e figures, roughly constant across pin rates)");
@@ -247,6 +246,10 @@ void reflect(Visitor& v, ChipConfig& c) {
     v.real("core_startup", c.launch.core_startup, U::kTime, 50.0, "core start-up");
     v.real("kernel_init", c.launch.kernel_init, U::kTime, 1000.0, "kernel software init (arguments, tiling data)");
     v.real("completion", c.launch.completion, U::kTime, 500.0, "completion report");
+    v.text("dispatch_order", c.launch.dispatch_order, std::string("fifo"),
+           "how the task scheduler hands free cores to the kernels in flight: fifo (the oldest kernel takes every free "
+           "core it can use, then the next) or fair (each free core to the kernel running the fewest blocks)",
+           {"fifo", "fair"});
   }
   {
     Group g(v, "host", "host-side API costs on the simulated timeline");

@@ -132,7 +132,6 @@ struct HbmParams {
   std::uint64_t queue_depth = 0;
   std::string address_mapping;
   bool row_hash = true;
-  std::string scheduler;
   std::string page_policy;
   std::string refresh;
   HbmTiming timing;
@@ -169,6 +168,7 @@ struct LaunchParams {
   double core_startup = 0;  // ns
   double kernel_init = 0;   // ns, arguments and tiling data
   double completion = 0;    // ns, core to TS to completion queue
+  std::string dispatch_order;  // "fifo" or "fair" (firmware/ts/dispatch.hpp)
 };
 
 struct HostParams {

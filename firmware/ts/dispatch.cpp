@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "common/util/error.hpp"
 #include "firmware/kernel/context.hpp"
 
 namespace npusim::fw::ts {
@@ -61,6 +62,35 @@ kernel::CoreRun core_run(const hw::core::CoreEngine& e) {
   for (int p = 0; p < hw::isa::kPipeCount; ++p) run.pipes[p] = e.pipe_stats(static_cast<hw::isa::Pipe>(p));
   run.instructions = e.instructions();
   return run;
+}
+
+namespace {
+
+class Fifo : public DispatchOrder {
+ public:
+  std::size_t pick(const std::vector<DispatchCandidate>& kernels) const override {
+    for (std::size_t k = 0; k < kernels.size(); ++k)
+      if (kernels[k].eligible) return k;
+    return kNone;
+  }
+};
+
+class Fair : public DispatchOrder {
+ public:
+  std::size_t pick(const std::vector<DispatchCandidate>& kernels) const override {
+    std::size_t best = kNone;
+    for (std::size_t k = 0; k < kernels.size(); ++k)
+      if (kernels[k].eligible && (best == kNone || kernels[k].running < kernels[best].running)) best = k;
+    return best;
+  }
+};
+
+}  // namespace
+
+std::unique_ptr<DispatchOrder> make_dispatch_order(const std::string& name) {
+  if (name == "fifo") return std::make_unique<Fifo>();
+  if (name == "fair") return std::make_unique<Fair>();
+  throw InputError("launch.dispatch_order: unknown policy '" + name + "' (fifo, fair)");
 }
 
 }  // namespace npusim::fw::ts

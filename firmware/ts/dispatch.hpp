@@ -4,6 +4,8 @@
 
 #include <cstdint>
 #include <functional>
+#include <memory>
+#include <string>
 #include <vector>
 
 #include "firmware/kernel/launch_spec.hpp"
@@ -24,6 +26,28 @@ std::vector<std::vector<BlockSlot>> block_slots(hw::chip::Chip& chip, kernel::Ke
 // init: arguments, tiling data), then runs the body.
 hw::core::Program block_program(std::function<void()> body, std::uint32_t block, std::uint32_t block_dim,
                                 std::uint32_t sub_idx, std::uint32_t sub_num, std::uint64_t init_cycles = 0);
+
+// The order in which the task scheduler hands free block slots to the kernels in flight (launch.dispatch_order),
+// a policy made by name in one place (make_dispatch_order). The scheduler asks `pick` for the next kernel to offer a
+// free slot to, among those that still have blocks and found a free slot last time they were asked, until none is
+// left:
+//   fifo  the oldest kernel takes every slot it can use, then the next (a later kernel's blocks wait for the older
+//         one's waves while it has blocks left)
+//   fair  each free slot goes to the kernel running the fewest blocks, the oldest on a tie (kernels of several
+//         streams share the cores)
+struct DispatchCandidate {
+  bool eligible = false;      // blocks left, and a slot of its type was free when last asked
+  std::uint32_t running = 0;  // blocks dispatched and not finished
+};
+class DispatchOrder {
+ public:
+  static constexpr std::size_t kNone = static_cast<std::size_t>(-1);
+  virtual ~DispatchOrder() = default;
+  // The index (0 = the oldest kernel) of the kernel to offer a slot to, or kNone.
+  virtual std::size_t pick(const std::vector<DispatchCandidate>& kernels) const = 0;
+};
+// InputError naming launch.dispatch_order and the choices for an unknown name.
+std::unique_ptr<DispatchOrder> make_dispatch_order(const std::string& name);
 
 // What a finished block left on its core's engine.
 kernel::CoreRun core_run(const hw::core::CoreEngine& e);

@@ -17,7 +17,8 @@ TaskScheduler::TaskScheduler(hw::chip::Chip& chip, const std::vector<KernelEntry
       kernels_(kernels),
       cq_base_(cq_base),
       cq_(TaskRing::create(chip.memory(), cq_base, cq_entries)),
-      core_busy_(chip.core_count(), false) {}
+      core_busy_(chip.core_count(), false),
+      order_policy_(make_dispatch_order(chip.config().launch.dispatch_order)) {}
 
 void TaskScheduler::add_stream(std::uint64_t sq_base, int priority) {
   Stream s{TaskRing::attach(chip_.memory(), sq_base)};
@@ -100,43 +101,62 @@ void TaskScheduler::start_task(std::size_t s, const TaskDescriptor& d) {
   }
 }
 
+bool TaskScheduler::dispatch_block(KernelTask& task, std::uint64_t init_cycles) {
+  if (task.next_block == task.block_dim) return false;
+  auto& slots = slots_[static_cast<int>(task.type)];
+  if (slots.empty()) slots = block_slots(chip_, task.type);
+  if (slots.empty()) throw InputError("kernel " + kernels_[task.kernel].name + ": the chip has no cores of its type");
+  task.slot_cores = static_cast<std::uint32_t>(slots.front().size());
+  TaskRecord& rec = records_[task.record];
+  rec.waves = static_cast<std::uint32_t>((task.block_dim + slots.size() - 1) / slots.size());
+  for (const auto& slot : slots) {
+    bool free = true;
+    for (const auto& c : slot) free = free && !core_busy_[c.core->identity().index];
+    if (!free) continue;
+    const std::uint32_t block = task.next_block++;
+    if (block == 0) rec.start_ns = now_ns();
+    const std::size_t record = task.record;
+    const std::uint32_t cores_per_block = static_cast<std::uint32_t>(slot.size());
+    for (const auto& c : slot) {
+      core_busy_[c.core->identity().index] = true;
+      c.core->start(
+          block_program(kernels_[task.kernel].body, block, task.block_dim, c.sub_idx, c.sub_num, init_cycles), block,
+          [this, record, cores_per_block, &task](const hw::core::CoreEngine& e) {
+            records_[record].runs.push_back(core_run(e));
+            core_busy_[e.identity().index] = false;
+            if (++task.done_cores == task.block_dim * cores_per_block) {
+              pending_.push_back(Pending{now_ns() + chip_.config().launch.completion, record, records_[record].stream});
+            }
+            wakeup_.notify(sc_core::SC_ZERO_TIME);
+          },
+          sc_core::sc_time(chip_.config().launch.dispatch, sc_core::SC_NS));
+    }
+    return true;
+  }
+  return false;
+}
+
 bool TaskScheduler::dispatch() {
   bool any = false;
   const auto& launch = chip_.config().launch;
   const auto init_cycles =
       static_cast<std::uint64_t>(std::llround((launch.core_startup + launch.kernel_init) * 1e-9 * chip_.config().clock.core_hz));
+  std::vector<KernelTask*> tasks;
+  std::vector<DispatchCandidate> candidates;
   for (KernelTask& task : kernel_tasks_) {
-    if (task.next_block == task.block_dim) continue;
-    auto& slots = slots_[static_cast<int>(task.type)];
-    if (slots.empty()) slots = block_slots(chip_, task.type);
-    if (slots.empty()) throw InputError("kernel " + kernels_[task.kernel].name + ": the chip has no cores of its type");
-    task.slot_cores = static_cast<std::uint32_t>(slots.front().size());
-    TaskRecord& rec = records_[task.record];
-    rec.waves = static_cast<std::uint32_t>((task.block_dim + slots.size() - 1) / slots.size());
-    for (const auto& slot : slots) {
-      if (task.next_block == task.block_dim) break;
-      bool free = true;
-      for (const auto& c : slot) free = free && !core_busy_[c.core->identity().index];
-      if (!free) continue;
-      const std::uint32_t block = task.next_block++;
-      if (block == 0) rec.start_ns = now_ns();
+    tasks.push_back(&task);
+    candidates.push_back(
+        {task.next_block < task.block_dim, task.next_block - task.done_cores / task.cores_per_block()});
+  }
+  for (std::size_t k = order_policy_->pick(candidates); k != DispatchOrder::kNone;
+       k = order_policy_->pick(candidates)) {
+    KernelTask& task = *tasks[k];
+    if (dispatch_block(task, init_cycles)) {
       any = true;
-      const std::size_t record = task.record;
-      const std::uint32_t cores_per_block = static_cast<std::uint32_t>(slot.size());
-      for (const auto& c : slot) {
-        core_busy_[c.core->identity().index] = true;
-        c.core->start(
-            block_program(kernels_[task.kernel].body, block, task.block_dim, c.sub_idx, c.sub_num, init_cycles), block,
-            [this, record, cores_per_block, &task](const hw::core::CoreEngine& e) {
-              records_[record].runs.push_back(core_run(e));
-              core_busy_[e.identity().index] = false;
-              if (++task.done_cores == task.block_dim * cores_per_block) {
-                pending_.push_back(Pending{now_ns() + chip_.config().launch.completion, record, records_[record].stream});
-              }
-              wakeup_.notify(sc_core::SC_ZERO_TIME);
-            },
-            sc_core::sc_time(launch.dispatch, sc_core::SC_NS));
-      }
+      ++candidates[k].running;
+      candidates[k].eligible = task.next_block < task.block_dim;
+    } else {
+      candidates[k].eligible = false;  // no slot of its type is free
     }
   }
   // Forget kernels whose blocks have all been dispatched and finished.

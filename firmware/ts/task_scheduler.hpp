@@ -92,7 +92,10 @@ class TaskScheduler {
     std::uint16_t stream;
   };
   void start_task(std::size_t stream, const TaskDescriptor& d);
+  // Free slots to the kernels in flight, in the order launch.dispatch_order says; true when a block started.
   bool dispatch();
+  // One block of `task` on the first free slot of its type; false when it has no block left or no slot is free.
+  bool dispatch_block(KernelTask& task, std::uint64_t init_cycles);
   void complete_copy(std::size_t record);
   void finish(std::size_t record, std::uint16_t stream, double at_ns);
   void write_completions();
@@ -109,6 +112,7 @@ class TaskScheduler {
   std::deque<KernelTask> kernel_tasks_;  // in dispatch order
   std::vector<Pending> pending_;         // completions due at a time (copies, finished kernels)
   std::vector<bool> core_busy_;          // by core index
+  std::unique_ptr<DispatchOrder> order_policy_;   // launch.dispatch_order
   std::vector<std::vector<BlockSlot>> slots_[3];  // per kernel type, computed on first use
   std::deque<Copy> copies_;
   std::vector<double> event_time_;       // recorded events (-1: not recorded)

@@ -6,17 +6,6 @@
 namespace npusim::hw::mem {
 
 namespace {
-// t moved past the periodic windows [offset + k period, + busy) if [t, t + duration) would overlap one.
-double past_windows(double t, double duration, double offset, double period, double busy) {
-  if (period <= 0 || busy <= 0) return t;
-  if (t < offset) return t + duration > offset ? offset + busy : t;  // before the first window
-  const double k = std::floor((t - offset) / period);
-  const double start = offset + k * period;
-  if (t < start + busy) return start + busy;  // inside the window
-  const double next = start + period;
-  if (t + duration > next) return next + busy;  // would run into the next one
-  return t;
-}
 constexpr double kHorizon = 2000.0;  // ns of history kept in the calendars
 }  // namespace
 
@@ -26,9 +15,8 @@ Hbm::Hbm(const config::HbmParams& p)
       burst_bytes_(p.burst_bytes),
       // A burst is burst_bytes over a bus of bus_bits pins at pin_rate bit/s each.
       t_burst_(static_cast<double>(p.burst_bytes) * 8.0 / (static_cast<double>(p.bus_bits) * p.pin_rate) * 1e9),
-      refresh_all_bank_(p.refresh == "all_bank"),
-      refresh_per_bank_(p.refresh == "per_bank"),
-      closed_page_(p.page_policy == "closed") {
+      refresh_(make_refresh_policy(p)),
+      page_(make_page_policy(p)) {
   pcs_.resize(map_.pseudo_channels());
   for (std::size_t i = 0; i < pcs_.size(); ++i) {
     pcs_[i].banks.resize(map_.banks_per_pc());
@@ -41,7 +29,7 @@ Hbm::Hbm(const config::HbmParams& p)
 }
 
 double Hbm::past_refresh(const Pc& pc, double t, double duration) const {
-  return refresh_all_bank_ ? past_windows(t, duration, pc.offset, p_.timing.tREFI, p_.timing.tRFC) : t;
+  return refresh_->past_all_bank(pc.offset, t, duration);
 }
 
 double Hbm::Calendar::reserve(double earliest, double duration, const Hbm& h, const Pc& pc) {
@@ -86,7 +74,7 @@ double Hbm::schedule_act(Pc& pc, double earliest) {
   double t = earliest;
   std::vector<double>& near = near_;
   for (int guard = 0; guard < 10000; ++guard) {
-    if (refresh_all_bank_) t = past_windows(t, 0, pc.offset, T.tREFI, T.tRFC);
+    t = refresh_->past_all_bank(pc.offset, t, 0);
     const auto lo = std::lower_bound(pc.acts.begin(), pc.acts.end(), t - std::max(T.tFAW, T.tRRD));
     const auto hi = std::upper_bound(lo, pc.acts.end(), t + std::max(T.tFAW, T.tRRD));
     double need = t;
@@ -119,8 +107,7 @@ double Hbm::schedule_act(Pc& pc, double earliest) {
 }
 
 std::uint64_t Hbm::refresh_epoch(const Pc& pc, double t) const {
-  if (!refresh_all_bank_ || t < pc.offset) return 0;
-  return static_cast<std::uint64_t>(std::floor((t - pc.offset) / p_.timing.tREFI)) + 1;
+  return refresh_->epoch(pc.offset, t);
 }
 
 double Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64_t bg_mask, std::uint32_t n,
@@ -142,10 +129,7 @@ double Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64
         const double pre = std::max({t, b.act + T.tRAS, b.last_read + T.tRTP, b.write_end + T.tWR});
         earliest = std::max(earliest, pre + T.tRP);
       }
-      if (refresh_per_bank_) {
-        const double slot = T.tREFI / static_cast<double>(pc.banks.size());
-        earliest = past_windows(earliest, T.tRAS, pc.offset + slot * (bg * p_.banks_per_group + bank), T.tREFI, T.tRFCpb);
-      }
+      earliest = refresh_->past_bank(pc.offset, bg * p_.banks_per_group + bank, pc.banks.size(), earliest);
       const double act = schedule_act(pc, earliest);
       b.act = act;
       b.open = true;
@@ -175,7 +159,7 @@ double Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64
     if (write) b.write_end = std::max(b.write_end, data_end);
     else b.last_read = std::max(b.last_read, last_cmd);
     b.epoch = refresh_epoch(pc, data_start);
-    if (closed_page_) {
+    if (page_->precharge_after_run()) {
       const double pre = std::max({b.act + T.tRAS, b.last_read + T.tRTP, b.write_end + T.tWR});
       b.pre_done = pre + T.tRP;
       b.open = false;

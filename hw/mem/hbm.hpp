@@ -20,13 +20,15 @@
 #pragma once
 
 #include <array>
-#include <functional>
-#include <queue>
 #include <cstdint>
+#include <functional>
+#include <memory>
+#include <queue>
 #include <vector>
 
 #include "common/config/chip_config.hpp"
 #include "hw/mem/address_map.hpp"
+#include "hw/mem/hbm_policies.hpp"
 
 namespace npusim::hw::mem {
 
@@ -102,7 +104,8 @@ class Hbm {
   AddressMap map_;
   std::uint64_t burst_bytes_;
   double t_burst_;
-  bool refresh_all_bank_, refresh_per_bank_, closed_page_;
+  std::unique_ptr<RefreshPolicy> refresh_;  // hbm.refresh
+  std::unique_ptr<PagePolicy> page_;        // hbm.page_policy
   double link_rate_ = 0;
   std::vector<Pc> pcs_;
   HbmStats stats_;

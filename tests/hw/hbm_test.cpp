@@ -156,3 +156,34 @@ TEST(Hbm, ClosedPagePolicyActivatesEveryAccess) {
 
 }  // namespace
 }  // namespace npusim::hw::mem
+
+namespace npusim::hw::mem {
+namespace {
+
+// The policies are made by name in one place; a name no policy has (possible from C++, the config refuses it) is
+// an error naming the key and the choices.
+TEST(HbmPolicies, MadeByNameAndUnknownNamesRefused) {
+  config::HbmParams p = config::load_config("910b", {}).chip.hbm;
+  EXPECT_FALSE(make_page_policy(p)->precharge_after_run());
+  p.page_policy = "closed";
+  EXPECT_TRUE(make_page_policy(p)->precharge_after_run());
+  p.refresh = "sometimes";
+  try {
+    make_refresh_policy(p);
+    FAIL() << "made a refresh policy called 'sometimes'";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("hbm.refresh: unknown policy 'sometimes' (all_bank, none, per_bank)"),
+              std::string::npos)
+        << e.what();
+  }
+  // All-bank refresh: windows [tREFI k, + tRFC) from the offset; a request inside one waits for its end.
+  p.refresh = "all_bank";
+  const auto r = make_refresh_policy(p);
+  const double refi = p.timing.tREFI, rfc = p.timing.tRFC;
+  EXPECT_DOUBLE_EQ(r->past_all_bank(refi, refi + 1.0, 10.0), refi + rfc);
+  EXPECT_DOUBLE_EQ(r->past_all_bank(refi, refi + rfc + 1.0, 10.0), refi + rfc + 1.0);
+  EXPECT_EQ(r->epoch(refi, 2.5 * refi), 2u);
+}
+
+}  // namespace
+}  // namespace npusim::hw::mem

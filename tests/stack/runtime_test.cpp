@@ -232,17 +232,21 @@ TEST(Runtime, TenThousandTasksOnFourStreamsWithEvents) {
   const auto cfg = config::load_config("tiny", {"host.launch_overhead=0ns", "host.event_overhead=0ns"}).chip;
   Device dev(cfg, hw::core::Mode::kTimingOnly);
   dev.run([&](Device& d) {
-    std::vector<Stream> s;
-    for (int k = 0; k < 4; ++k) s.push_back(d.create_stream());
+    std::vector<Stream> s(4);
+    for (Stream& st : s) st = d.create_stream();
     for (int i = 0; i < 2400; ++i)
-      for (int k = 0; k < 4; ++k) d.launch("tiny", KernelType::kVector, 1, [] {}, s[static_cast<std::size_t>(k)]);
+      for (int k = 0; k < 4; ++k)
+        d.launch(
+            "tiny", KernelType::kVector, 1, [] {}, s[static_cast<std::size_t>(k)]);
     for (int k = 1; k < 4; ++k) {  // streams 1..3 wait for stream 0's work
       const Event e = d.create_event();
       d.record(e, s[0]);
       d.wait(e, s[static_cast<std::size_t>(k)]);
     }
     for (int i = 0; i < 100; ++i)
-      for (int k = 0; k < 4; ++k) d.launch("tail", KernelType::kVector, 1, [] {}, s[static_cast<std::size_t>(k)]);
+      for (int k = 0; k < 4; ++k)
+        d.launch(
+            "tail", KernelType::kVector, 1, [] {}, s[static_cast<std::size_t>(k)]);
     d.synchronize();
   });
   ASSERT_EQ(dev.tasks().size(), 10000u + 6u);
@@ -337,6 +341,55 @@ TEST(Runtime, HighPriorityStreamsAreServedFirst) {
   const auto* high = find(dev, "high");
   ASSERT_TRUE(low && high);
   EXPECT_LE(high->start_ns, low->start_ns);
+}
+
+}  // namespace
+}  // namespace npusim::stack::runtime
+
+namespace npusim::stack::runtime {
+namespace {
+
+// launch.dispatch_order with two kernels of two waves each (tiny: 4 AIV) on two streams, the second submitted
+// while the first's first wave runs. Each block is 20,000 cycles of scalar work, far longer than the host's launch
+// overhead, so B is waiting when A's first wave ends: under fifo A's second wave takes the freed cores and B's first
+// block starts only after every block of A has started; under fair the freed cores go to the kernel running fewer
+// blocks, so B's blocks interleave with A's second wave and some of A's blocks start after B's first.
+std::pair<std::uint64_t, std::uint64_t> a_blocks_after_b(const std::string& order) {
+  const auto cfg = config::load_config("tiny", {"launch.dispatch_order=" + order}).chip;
+  Device dev(cfg, hw::core::Mode::kTimingOnly);
+  dev.run([&](Device& d) {
+    const Stream s1 = d.create_stream(), s2 = d.create_stream();
+    d.launch(
+        "A", KernelType::kVector, 8, [] { fw::kernel::ScalarWork(20000); }, s1);
+    d.launch(
+        "B", KernelType::kVector, 8, [] { fw::kernel::ScalarWork(20000); }, s2);
+    d.synchronize();
+  });
+  const auto& t = dev.tasks();
+  EXPECT_EQ(t.size(), 2u);
+  std::uint64_t b_first = UINT64_MAX;
+  for (const auto& r : t[1].runs) b_first = std::min(b_first, r.start);
+  std::uint64_t after = 0;
+  for (const auto& r : t[0].runs) after += r.start > b_first;
+  return {after, t[0].runs.size()};
+}
+
+TEST(Runtime, FifoDispatchRunsTheOlderKernelsWavesFirst) {
+  const auto [after, blocks] = a_blocks_after_b("fifo");
+  EXPECT_EQ(blocks, 8u);
+  EXPECT_EQ(after, 0u);
+}
+
+TEST(Runtime, FairDispatchSharesTheCoresBetweenKernels) {
+  const auto [after, blocks] = a_blocks_after_b("fair");
+  EXPECT_EQ(blocks, 8u);
+  // The four cores freed together by A's first wave go A, B, A, B (ties to the older kernel); A's last two blocks
+  // start when those end, after B's first.
+  EXPECT_EQ(after, 2u);
+}
+
+TEST(Runtime, AnUnknownDispatchOrderIsRefusedByTheConfig) {
+  EXPECT_THROW(config::load_config("tiny", {"launch.dispatch_order=lifo"}), InputError);
 }
 
 }  // namespace
