@@ -36,7 +36,8 @@ TEST(DeviceAllocator, CoalescesNeighboursSoFragmentationHeals) {
   } catch (const InputError& e) {
     const std::string msg = e.what();
     EXPECT_NE(msg.find("out of device memory: cannot allocate 8192 B (12288 B free, largest free block 4096 B"),
-              std::string::npos) << msg;
+              std::string::npos)
+        << msg;
   }
   a.free(b[4]);  // joins 3, 4 and 5
   EXPECT_EQ(a.stats().largest_free, 3u * 4096);

@@ -78,13 +78,15 @@ TEST(GraphIr, TheVerifierNamesWhatIsWrong) {
       s.g.verify();
       FAIL();
     } catch (const GraphError& e) {
-      EXPECT_NE(std::string(e.what()).find("node 'bad' (Relu): input 'dangling' is produced by nothing"), std::string::npos) << e.what();
+      EXPECT_NE(std::string(e.what()).find("node 'bad' (Relu): input 'dangling' is produced by nothing"),
+                std::string::npos)
+          << e.what();
     }
   }
   {
     Small s;
     EXPECT_THROW(s.g.add_node(make("again", "Relu", {s.x}, {s.t})), GraphError);  // t has a producer
-    EXPECT_THROW(s.g.add_value("x", ElemType::kFloat16), GraphError);           // names are unique
+    EXPECT_THROW(s.g.add_value("x", ElemType::kFloat16), GraphError);             // names are unique
   }
   {
     Graph g;
@@ -134,7 +136,8 @@ TEST(MemoryPlan, BuffersWithDisjointLifetimesShareMemory) {
   const int x = tensor("x", 1024), a = tensor("a", 1024), b = tensor("b", 1024), c = tensor("c", 1024);
   p.inputs = {x};
   p.outputs = {c};
-  p.steps = {Step{"n0", "relu", {}, {x}, {a}, {}, {}}, Step{"n1", "relu", {}, {a}, {b}, {}, {}}, Step{"n2", "relu", {}, {b}, {c}, {}, {}}};
+  p.steps = {Step{"n0", "relu", {}, {x}, {a}, {}, {}}, Step{"n1", "relu", {}, {a}, {b}, {}, {}},
+             Step{"n2", "relu", {}, {b}, {c}, {}, {}}};
   const MemoryPlan m = plan_memory(p, {0, 0, 0}, assign_streams(p, 1));
   EXPECT_EQ(m.naive_bytes, 4u * 4096);
   EXPECT_EQ(m.arena_bytes, 2u * 4096);  // never more than two live at once

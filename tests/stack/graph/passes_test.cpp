@@ -23,7 +23,8 @@ using test::Shape;
 
 std::vector<std::string> live_ops(const Graph& g) {
   std::vector<std::string> out;
-  for (NodeId id : g.topo_order()) out.push_back((g.node(id).domain.empty() ? "" : g.node(id).domain + ".") + g.node(id).op_type);
+  for (NodeId id : g.topo_order())
+    out.push_back((g.node(id).domain.empty() ? "" : g.node(id).domain + ".") + g.node(id).op_type);
   return out;
 }
 
@@ -46,7 +47,8 @@ TEST(FoldConstants, ShapeArithmeticFoldsAndTheReshapeKeepsItsData) {
 
 TEST(FoldConstants, IntegersStayExactAndVariadicMaxIsNotHalfFolded) {
   Builder b;
-  const ValueId cast = b.op("Cast", {b.ints({std::numeric_limits<std::int64_t>::max()})}, {1}, {{"to", Attribute::of_int(7)}}, ElemType::kInt64);
+  const ValueId cast = b.op("Cast", {b.ints({std::numeric_limits<std::int64_t>::max()})}, {1},
+                            {{"to", Attribute::of_int(7)}}, ElemType::kInt64);
   const ValueId mx = b.op("Max", {b.floats({1.0f}), b.floats({2.0f}), b.floats({3.0f})}, {});
   b.g.outputs = {cast, mx};
   EXPECT_EQ(passes::fold_constants(b.g), 1);
@@ -66,8 +68,9 @@ TEST(FoldConstants, MaskArithmeticFoldsExactlyAndLargeResultsStayNodes) {
   const ValueId neg = b.op("Mul", {cs, b.ints({-1})}, {2}, {}, ElemType::kInt64);
   const ValueId eq = b.op("Equal", {neg, b.ints({-1})}, {2}, {}, ElemType::kBool);
   const ValueId wh = b.op("Where", {eq, b.ints({7}), b.ints({3})}, {2}, {}, ElemType::kInt64);
-  const ValueId sl = b.op("Slice", {b.ints({10, 11, 12, 13}), b.ints({1}), b.ints({std::numeric_limits<std::int64_t>::max()})}, {3}, {},
-                          ElemType::kInt64);
+  const ValueId sl =
+      b.op("Slice", {b.ints({10, 11, 12, 13}), b.ints({1}), b.ints({std::numeric_limits<std::int64_t>::max()})}, {3},
+           {}, ElemType::kInt64);
   const ValueId big = b.op("Expand", {b.floats({1.0f}, {1}), b.ints({4097, 4096})}, {4097, 4096});
   b.g.outputs = {wh, sl, big};
   EXPECT_EQ(passes::fold_constants(b.g), 5);
@@ -154,8 +157,8 @@ TEST(FuseAttention, GroupedQueryAttentionThroughLayoutNodesIsOneNode) {
   EXPECT_EQ(b.g.value(fa.inputs[2]).name, "v");
   EXPECT_EQ(fa.attr_int("causal", 0), 1);
   EXPECT_FLOAT_EQ(fa.attr_float("scale", 0), 0.125f);
-  EXPECT_EQ(fa.attr("shape")->ints, (Shape{2, 4, 2, 16, 16, 64}));           // B, N, KVN, S, SK, D
-  EXPECT_EQ(fa.attr("q_layout")->ints, (Shape{16 * 256, 64, 256, 0}));       // b, n, s strides, offset
+  EXPECT_EQ(fa.attr("shape")->ints, (Shape{2, 4, 2, 16, 16, 64}));      // B, N, KVN, S, SK, D
+  EXPECT_EQ(fa.attr("q_layout")->ints, (Shape{16 * 256, 64, 256, 0}));  // b, n, s strides, offset
   EXPECT_EQ(fa.attr("k_layout")->ints, (Shape{16 * 128, 64, 128, 0}));
   EXPECT_EQ(fa.attr("o_layout")->ints, (Shape{16 * 256, 64, 256, 0}));
   EXPECT_EQ(b.g.outputs[0], fa.outputs[0]);
@@ -172,13 +175,15 @@ TEST(Lowering, TheFusedAttentionIsOneTypedCall) {
     if (s.op == "flash_attention") fa = &s;
   ASSERT_NE(fa, nullptr);
   const auto& c = std::get<ops::FlashAttentionCall>(fa->call);
-  EXPECT_EQ((std::vector<std::uint32_t>{c.B, c.N, c.KVN, c.S, c.SK, c.D}), (std::vector<std::uint32_t>{2, 4, 2, 16, 16, 64}));
+  EXPECT_EQ((std::vector<std::uint32_t>{c.B, c.N, c.KVN, c.S, c.SK, c.D}),
+            (std::vector<std::uint32_t>{2, 4, 2, 16, 16, 64}));
   EXPECT_TRUE(c.causal);
   EXPECT_FALSE(c.mask);
   ASSERT_TRUE(c.scale.has_value());
   EXPECT_DOUBLE_EQ(*c.scale, 0.125);
   ASSERT_TRUE(c.q && c.k && c.v && c.o);
-  EXPECT_EQ((std::vector<std::uint64_t>{c.k->batch, c.k->head, c.k->row, c.k->offset}), (std::vector<std::uint64_t>{16 * 128, 64, 128, 0}));
+  EXPECT_EQ((std::vector<std::uint64_t>{c.k->batch, c.k->head, c.k->row, c.k->offset}),
+            (std::vector<std::uint64_t>{16 * 128, 64, 128, 0}));
   EXPECT_EQ(c.o->row, 256u);
 }
 
@@ -188,7 +193,8 @@ TEST(Lowering, NodeAttributesBecomeTheCallsFields) {
   const ValueId n = b.op("LayerNormalization", {x, b.floats(std::vector<float>(32, 1.0f), {32})}, {6, 32},
                          {{"epsilon", Attribute::of_float(1e-3f)}});
   const ValueId t = b.op("Transpose", {n}, {32, 6}, {{"perm", Attribute::of_ints({1, 0})}});
-  b.g.outputs = {b.op("ReduceMax", {t}, {32}, {{"axes", Attribute::of_ints({-1})}, {"keepdims", Attribute::of_int(0)}})};
+  b.g.outputs = {
+      b.op("ReduceMax", {t}, {32}, {{"axes", Attribute::of_ints({-1})}, {"keepdims", Attribute::of_int(0)}})};
   const Program p = lower(b.g);
   ASSERT_EQ(p.steps.size(), 3u);
   EXPECT_EQ(p.steps[0].op, "layernorm");
@@ -259,7 +265,8 @@ TEST(FuseAttention, HeadDimsTheKernelCannotTakeStayUnfused) {
   Builder b;  // D = 24 is not a multiple of 16
   const ValueId q = b.input("q", {1, 2, 16, 24}), k = b.input("k", {1, 2, 16, 24}), v = b.input("v", {1, 2, 16, 24});
   const ValueId kt = b.op("Transpose", {k}, {1, 2, 24, 16}, {{"perm", Attribute::of_ints({0, 1, 3, 2})}});
-  const ValueId p = b.op("Softmax", {b.op("MatMul", {q, kt}, {1, 2, 16, 16})}, {1, 2, 16, 16}, {{"axis", Attribute::of_int(-1)}});
+  const ValueId p =
+      b.op("Softmax", {b.op("MatMul", {q, kt}, {1, 2, 16, 16})}, {1, 2, 16, 16}, {{"axis", Attribute::of_int(-1)}});
   b.g.outputs = {b.op("MatMul", {p, v}, {1, 2, 16, 24})};
   EXPECT_EQ(passes::fuse_attention(b.g), 0);
   EXPECT_EQ(b.g.live_nodes(), 4u);
@@ -274,8 +281,10 @@ TEST(FuseRope, RotateHalfBecomesRopeInBsndWithTheTransposeAfterIt) {
   const ValueId cos = b.input("cos", {16, 64}), sin = b.input("sin", {16, 64});
   const ValueId x2 = b.op("Slice", {q, b.ints({32}), b.ints({64}), b.ints({-1})}, {1, 4, 16, 32});
   const ValueId x1 = b.op("Slice", {q, b.ints({0}), b.ints({32}), b.ints({-1})}, {1, 4, 16, 32});
-  const ValueId cat = b.op("Concat", {b.op("Neg", {x2}, {1, 4, 16, 32}), x1}, {1, 4, 16, 64}, {{"axis", Attribute::of_int(-1)}});
-  const ValueId y = b.op("Add", {b.op("Mul", {q, cos}, {1, 4, 16, 64}), b.op("Mul", {cat, sin}, {1, 4, 16, 64})}, {1, 4, 16, 64});
+  const ValueId cat =
+      b.op("Concat", {b.op("Neg", {x2}, {1, 4, 16, 32}), x1}, {1, 4, 16, 64}, {{"axis", Attribute::of_int(-1)}});
+  const ValueId y =
+      b.op("Add", {b.op("Mul", {q, cos}, {1, 4, 16, 64}), b.op("Mul", {cat, sin}, {1, 4, 16, 64})}, {1, 4, 16, 64});
   b.g.outputs = {y};
   EXPECT_EQ(passes::fuse_rope(b.g), 1);
   b.g.compact();
@@ -292,8 +301,10 @@ TEST(FuseRope, HalvesThatDoNotMatchStay) {
   const ValueId cos = b.input("cos", {16, 64}), sin = b.input("sin", {16, 64});
   const ValueId x2 = b.op("Slice", {q, b.ints({30}), b.ints({64}), b.ints({-1})}, {1, 4, 16, 34});  // not the half
   const ValueId x1 = b.op("Slice", {q, b.ints({0}), b.ints({30}), b.ints({-1})}, {1, 4, 16, 30});
-  const ValueId cat = b.op("Concat", {b.op("Neg", {x2}, {1, 4, 16, 34}), x1}, {1, 4, 16, 64}, {{"axis", Attribute::of_int(-1)}});
-  b.g.outputs = {b.op("Add", {b.op("Mul", {q, cos}, {1, 4, 16, 64}), b.op("Mul", {cat, sin}, {1, 4, 16, 64})}, {1, 4, 16, 64})};
+  const ValueId cat =
+      b.op("Concat", {b.op("Neg", {x2}, {1, 4, 16, 34}), x1}, {1, 4, 16, 64}, {{"axis", Attribute::of_int(-1)}});
+  b.g.outputs = {
+      b.op("Add", {b.op("Mul", {q, cos}, {1, 4, 16, 64}), b.op("Mul", {cat, sin}, {1, 4, 16, 64})}, {1, 4, 16, 64})};
   EXPECT_EQ(passes::fuse_rope(b.g), 0);
 }
 
@@ -322,7 +333,8 @@ TEST(FuseLayerNorm, OnlyInvStdDevUsedKeepsItInTheThirdPlace) {
   const ValueId x = b.input("x", {6, 32});
   const ValueId mean = b.op("ReduceMean", {x}, {6, 1}, {{"axes", Attribute::of_ints({1})}});
   const ValueId dev = b.op("Sub", {x, mean}, {6, 32});
-  const ValueId var = b.op("ReduceMean", {b.op("Pow", {dev, b.floats({2.0f})}, {6, 32})}, {6, 1}, {{"axes", Attribute::of_ints({1})}});
+  const ValueId var =
+      b.op("ReduceMean", {b.op("Pow", {dev, b.floats({2.0f})}, {6, 32})}, {6, 1}, {{"axes", Attribute::of_ints({1})}});
   const ValueId sd = b.op("Sqrt", {b.op("Add", {var, b.floats({1e-5f})}, {6, 1})}, {6, 1});
   const ValueId y = b.op("Mul", {b.op("Div", {dev, sd}, {6, 32}), b.input("w", {32})}, {6, 32});
   const ValueId inv = b.op("Reciprocal", {sd}, {6, 1});
@@ -341,7 +353,8 @@ TEST(FuseGelu, TheTanhFormOfGpt2) {
   const ValueId x = b.input("x", {4, 64});
   const ValueId half = b.op("Mul", {x, b.floats({0.5f})}, {4, 64});
   const ValueId cube = b.op("Mul", {b.op("Pow", {x, b.floats({3.0f})}, {4, 64}), b.floats({0.044715f})}, {4, 64});
-  const ValueId inner = b.op("Mul", {b.op("Add", {x, cube}, {4, 64}), b.floats({static_cast<float>(std::sqrt(2.0 / M_PI))})}, {4, 64});
+  const ValueId inner =
+      b.op("Mul", {b.op("Add", {x, cube}, {4, 64}), b.floats({static_cast<float>(std::sqrt(2.0 / M_PI))})}, {4, 64});
   const ValueId t1 = b.op("Add", {b.floats({1.0f}), b.op("Tanh", {inner}, {4, 64})}, {4, 64});
   b.g.outputs = {b.op("Mul", {half, t1}, {4, 64})};
   EXPECT_EQ(passes::fuse_gelu(b.g), 1);
@@ -353,7 +366,8 @@ TEST(FuseGelu, TheTanhFormOfGpt2) {
 TEST(FuseSoftmax, TheFunctionBodyOnAnInnerAxis) {
   Builder b;
   const ValueId x = b.input("x", {3, 4, 5});
-  const ValueId mx = b.op("ReduceMax", {x}, {3, 1, 5}, {{"axes", Attribute::of_ints({1})}, {"keepdims", Attribute::of_int(1)}});
+  const ValueId mx =
+      b.op("ReduceMax", {x}, {3, 1, 5}, {{"axes", Attribute::of_ints({1})}, {"keepdims", Attribute::of_int(1)}});
   const ValueId e = b.op("Exp", {b.op("Sub", {x, mx}, {3, 4, 5})}, {3, 4, 5});
   const ValueId s = b.op("ReduceSum", {e, b.ints({1})}, {3, 1, 5}, {{"keepdims", Attribute::of_int(1)}});
   b.g.outputs = {b.op("Div", {e, s}, {3, 4, 5})};
@@ -371,10 +385,12 @@ TEST(FuseLogSoftmax, TheFunctionBodyAndTheFormWithoutTheMax) {
     const ValueId x = b.input("x", {3, 4, 5});
     ValueId s = x;
     if (with_max) {
-      const ValueId mx = b.op("ReduceMax", {x}, {3, 4, 1}, {{"axes", Attribute::of_ints({2})}, {"keepdims", Attribute::of_int(1)}});
+      const ValueId mx =
+          b.op("ReduceMax", {x}, {3, 4, 1}, {{"axes", Attribute::of_ints({2})}, {"keepdims", Attribute::of_int(1)}});
       s = b.op("Sub", {x, mx}, {3, 4, 5});
     }
-    const ValueId sum = b.op("ReduceSum", {b.op("Exp", {s}, {3, 4, 5}), b.ints({-1})}, {3, 4, 1}, {{"keepdims", Attribute::of_int(1)}});
+    const ValueId sum =
+        b.op("ReduceSum", {b.op("Exp", {s}, {3, 4, 5}), b.ints({-1})}, {3, 4, 1}, {{"keepdims", Attribute::of_int(1)}});
     b.g.outputs = {b.op("Sub", {s, b.op("Log", {sum}, {3, 4, 1})}, {3, 4, 5})};
     EXPECT_EQ(passes::fuse_log_softmax(b.g), 1) << with_max;
     b.g.compact();
@@ -405,7 +421,8 @@ TEST(FuseAddLayerNorm, TheResidualSumStaysAnOutputWhenUsedAgain) {
   Builder b;
   const ValueId x = b.input("x", {8, 64}), r = b.input("r", {8, 64});
   const ValueId h = b.op("Add", {x, r}, {8, 64});
-  const ValueId ln = b.op("LayerNormalization", {h, b.input("gamma", {64}), b.input("beta", {64})}, {8, 64}, {{"axis", Attribute::of_int(-1)}});
+  const ValueId ln = b.op("LayerNormalization", {h, b.input("gamma", {64}), b.input("beta", {64})}, {8, 64},
+                          {{"axis", Attribute::of_int(-1)}});
   b.g.outputs = {b.op("Add", {h, ln}, {8, 64})};  // the pre-LN block's next residual reads h
   EXPECT_EQ(passes::fuse_add_layernorm(b.g), 1);
   b.g.compact();
@@ -434,7 +451,8 @@ TEST(FuseElementwise, SwigluIsOneExpressionAndSharedValuesStayOutside) {
 TEST(FuseElementwise, ActivationsWithAttributesJoinAsTheirExpressions) {
   Builder b;
   const ValueId x = b.input("x", {8, 4096}), r = b.input("r", {8, 4096});
-  const ValueId act = b.op("LeakyRelu", {b.op("Add", {x, r}, {8, 4096})}, {8, 4096}, {{"alpha", Attribute::of_float(0.25f)}});
+  const ValueId act =
+      b.op("LeakyRelu", {b.op("Add", {x, r}, {8, 4096})}, {8, 4096}, {{"alpha", Attribute::of_float(0.25f)}});
   b.g.outputs = {b.op("Mul", {act, b.floats({2.0f})}, {8, 4096})};
   EXPECT_EQ(passes::fuse_elementwise(b.g), 1);
   b.g.compact();
@@ -447,7 +465,8 @@ TEST(FuseElementwise, ActivationsWithAttributesJoinAsTheirExpressions) {
 TEST(FuseElementwise, ALongChainIsBuiltOnce) {
   Builder b;
   ValueId v = b.input("x", {4, 4096});
-  for (int i = 0; i < 31; ++i) v = b.op(i % 2 ? "Add" : "Mul", {v, b.floats({0.5f + static_cast<float>(i)})}, {4, 4096});
+  for (int i = 0; i < 31; ++i)
+    v = b.op(i % 2 ? "Add" : "Mul", {v, b.floats({0.5f + static_cast<float>(i)})}, {4, 4096});
   b.g.outputs = {v};
   EXPECT_EQ(passes::fuse_elementwise(b.g), 1);
   b.g.compact();
@@ -479,9 +498,9 @@ TEST(Streams, IndependentBranchesGetStreamsAndMeetThroughAnEvent) {
   const StreamPlan two = assign_streams(p, 2);
   EXPECT_EQ(two.streams, 2u);
   EXPECT_EQ(two.stream, (std::vector<std::uint32_t>{0, 1, 0}));
-  ASSERT_EQ(two.waits[2].size(), 1u);                       // s2 waits for s1's event
+  ASSERT_EQ(two.waits[2].size(), 1u);  // s2 waits for s1's event
   EXPECT_EQ(two.waits[2][0], two.event_of[1]);
-  EXPECT_EQ(two.event_of[0], -1);                           // same stream: no event needed
+  EXPECT_EQ(two.event_of[0], -1);  // same stream: no event needed
   EXPECT_FALSE(two.before(0, 1));
   EXPECT_FALSE(two.before(1, 0));
   EXPECT_TRUE(two.before(0, 2));

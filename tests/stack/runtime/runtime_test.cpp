@@ -16,7 +16,9 @@ namespace {
 
 using namespace fw::kernel;
 
-config::ChipConfig tiny() { return config::load_config("tiny", {}).chip; }
+config::ChipConfig tiny() {
+  return config::load_config("tiny", {}).chip;
+}
 
 // y = x * a + b over n floats, one block per 256 elements.
 std::function<void()> axpb(std::uint64_t x, std::uint64_t y, std::uint32_t n, float a, float b) {
@@ -57,7 +59,7 @@ TEST(Runtime, StreamOrderAndEventsDecideTheResults) {
     Event in = d.create_event(), mid = d.create_event();
     d.memcpy_async(dx, x.data(), n * 4, copy);
     d.record(in, copy);
-    d.wait(in, compute);                                                      // x is on the device
+    d.wait(in, compute);  // x is on the device
     d.launch("scale", KernelType::kVector, 4, axpb(dx, dy, n, 2.0f, 0.0f), compute);
     d.launch("shift", KernelType::kVector, 4, axpb(dy, dz, n, 1.0f, 1.0f), compute);  // stream order: after scale
     d.record(mid, compute);
@@ -103,7 +105,8 @@ TEST(Runtime, CopiesOnOneStreamOverlapComputeOnAnother) {
     static std::vector<std::uint8_t> host(8 << 20);
     Stream a = d.create_stream(), b = d.create_stream();
     d.memcpy_async(big, host.data(), host.size(), a);  // 8 MiB over a 32 GB/s link: ~260 us
-    for (int i = 0; i < 4; ++i) d.launch("k" + std::to_string(i), KernelType::kVector, 4, axpb(dx, dy, 4096, 1.0f, 0.0f), b);
+    for (int i = 0; i < 4; ++i)
+      d.launch("k" + std::to_string(i), KernelType::kVector, 4, axpb(dx, dy, 4096, 1.0f, 0.0f), b);
     d.synchronize();
   });
   const auto* copy = find(dev, "memcpy H2D");
@@ -121,7 +124,8 @@ TEST(Runtime, HostOverheadsAndLaunchLatenciesAreOnTheTimeline) {
   double host_after_launch = 0;
   dev.run([&](Device& d) {
     Stream s = d.create_stream();
-    d.launch("empty", KernelType::kVector, 1, [] {}, s);
+    d.launch(
+        "empty", KernelType::kVector, 1, [] {}, s);
     host_after_launch = d.now_ns();
     d.synchronize();
   });
@@ -171,7 +175,10 @@ TEST(Runtime, MemoryAndStreamMisuseAreClearErrors) {
     expect_error([&] { d.free(p); });
     Stream s = d.create_stream();
     d.destroy_stream(s);
-    expect_error([&] { d.launch("late", KernelType::kVector, 1, [] {}, s); });
+    expect_error([&] {
+      d.launch(
+          "late", KernelType::kVector, 1, [] {}, s);
+    });
   });
   ASSERT_EQ(errors.size(), 3u);
   EXPECT_NE(errors[0].find("out of device memory: cannot allocate 2147483648 B"), std::string::npos) << errors[0];
@@ -187,11 +194,14 @@ TEST(Runtime, HundredTinyLaunchesCostAHundredLaunchPaths) {
   double end = 0;
   dev.run([&](Device& d) {
     Stream s = d.create_stream();
-    for (int i = 0; i < 100; ++i) d.launch("tiny", KernelType::kVector, 1, [] {}, s);
+    for (int i = 0; i < 100; ++i)
+      d.launch(
+          "tiny", KernelType::kVector, 1, [] {}, s);
     d.synchronize();
     end = d.now_ns();
   });
-  const double device_path = cfg.launch.dispatch + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion;
+  const double device_path =
+      cfg.launch.dispatch + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion;
   const double last_done = dev.tasks().back().end_ns;
   EXPECT_NEAR(last_done, 100 * cfg.host.launch_overhead + device_path, 0.02 * 100 * cfg.host.launch_overhead);
   EXPECT_GT(end, last_done);
@@ -202,11 +212,14 @@ TEST(Runtime, WithoutHostOverheadTinyLaunchesCostTheDevicePath) {
   Device dev(cfg, hw::core::Mode::kTimingOnly);
   dev.run([&](Device& d) {
     Stream s = d.create_stream();
-    for (int i = 0; i < 100; ++i) d.launch("tiny", KernelType::kVector, 1, [] {}, s);
+    for (int i = 0; i < 100; ++i)
+      d.launch(
+          "tiny", KernelType::kVector, 1, [] {}, s);
     d.synchronize();
   });
   // In one stream each launch waits for the previous completion: 100 x (dispatch + start-up + init + completion).
-  const double device_path = cfg.launch.dispatch + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion;
+  const double device_path =
+      cfg.launch.dispatch + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion;
   EXPECT_NEAR(dev.tasks().back().end_ns, 100 * device_path, 0.05 * 100 * device_path);
 }
 
@@ -218,12 +231,16 @@ TEST(Runtime, TenThousandTasksOnOneStreamPastTheCompletionRing) {
   Device dev(cfg, hw::core::Mode::kTimingOnly);
   dev.run([&](Device& d) {
     Stream s = d.create_stream();
-    for (int i = 0; i < 10000; ++i) d.launch("tiny", KernelType::kVector, 1, [] {}, s);
+    for (int i = 0; i < 10000; ++i)
+      d.launch(
+          "tiny", KernelType::kVector, 1, [] {}, s);
     d.synchronize();
   });
   ASSERT_EQ(dev.tasks().size(), 10000u);
-  const double device_path = cfg.launch.dispatch + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion;
-  EXPECT_NEAR(dev.tasks().back().end_ns, 10000 * cfg.host.launch_overhead + device_path, 0.02 * 10000 * cfg.host.launch_overhead);
+  const double device_path =
+      cfg.launch.dispatch + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion;
+  EXPECT_NEAR(dev.tasks().back().end_ns, 10000 * cfg.host.launch_overhead + device_path,
+              0.02 * 10000 * cfg.host.launch_overhead);
 }
 
 // Four streams and events between them, the submission rings never full (no host overhead, the device drains
@@ -250,7 +267,8 @@ TEST(Runtime, TenThousandTasksOnFourStreamsWithEvents) {
     d.synchronize();
   });
   ASSERT_EQ(dev.tasks().size(), 10000u + 6u);
-  const double device_path = cfg.launch.dispatch + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion;
+  const double device_path =
+      cfg.launch.dispatch + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion;
   double last = 0;
   for (const auto& t : dev.tasks()) last = std::max(last, t.end_ns);
   // tiny has 4 vector cores: the streams run side by side, 2,500 launches each.
@@ -262,8 +280,10 @@ TEST(Runtime, MixedKernelsTakeCubeVectorGroupsAndVectorKernelsAllVectorCores) {
   Device dev(cfg, hw::core::Mode::kTimingOnly);
   dev.run([&](Device& d) {
     Stream s = d.create_stream();
-    d.launch("mix", KernelType::kMix, 2, [] {}, s);
-    d.launch("vec", KernelType::kVector, 4, [] {}, s);
+    d.launch(
+        "mix", KernelType::kMix, 2, [] {}, s);
+    d.launch(
+        "vec", KernelType::kVector, 4, [] {}, s);
     d.synchronize();
   });
   std::set<std::string> mix, vec;
@@ -299,8 +319,8 @@ TEST(Runtime, EventsTimeTheDeviceAndTheHostLearnsByInterruptOrPolling) {
   EXPECT_TRUE(late);
   // a..b spans the host's memcpy call (the device waits for the submission) and the copy: 1 MiB over the host
   // link plus its latency.
-  EXPECT_NEAR(elapsed * 1e6, cfg.host.memcpy_overhead + cfg.host_link.latency + (1 << 20) / cfg.host_link.bandwidth * 1e9,
-              1e-3);
+  EXPECT_NEAR(elapsed * 1e6,
+              cfg.host.memcpy_overhead + cfg.host_link.latency + (1 << 20) / cfg.host_link.bandwidth * 1e9, 1e-3);
   // The host wakes interrupt_latency after the completion of b.
   EXPECT_GE(host_after_sync, copy_end + 3000.0);
 }
@@ -311,7 +331,8 @@ TEST(Runtime, PollingFindsCompletionsAtThePollInterval) {
   double host_after_sync = 0;
   dev.run([&](Device& d) {
     Stream s = d.create_stream();
-    d.launch("empty", KernelType::kVector, 1, [] {}, s);
+    d.launch(
+        "empty", KernelType::kVector, 1, [] {}, s);
     d.synchronize();
     host_after_sync = d.now_ns();
   });
