@@ -15,7 +15,6 @@ TaskScheduler::TaskScheduler(hw::chip::Chip& chip, const std::vector<KernelEntry
                              std::uint32_t cq_entries)
     : chip_(chip),
       kernels_(kernels),
-      cq_base_(cq_base),
       cq_(TaskRing::create(chip.memory(), cq_base, cq_entries)),
       core_busy_(chip.core_count(), false),
       order_policy_(make_dispatch_order(chip.config().launch.dispatch_order)) {}

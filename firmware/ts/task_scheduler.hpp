@@ -63,7 +63,6 @@ class TaskScheduler {
   const std::vector<TaskRecord>& records() const { return records_; }
   // What keeps unfinished streams from finishing (for the error when the device stops early).
   std::string describe_stuck() const;
-  std::uint64_t cq_base() const { return cq_base_; }
 
  private:
   struct Stream {
@@ -103,7 +102,6 @@ class TaskScheduler {
 
   hw::chip::Chip& chip_;
   const std::vector<KernelEntry>& kernels_;
-  std::uint64_t cq_base_;
   TaskRing cq_;
   // Completions the ring had no room for, oldest first: written as the host drains it (back-pressure: a host that
   // does not drain the ring delays its completion notices, never the device).

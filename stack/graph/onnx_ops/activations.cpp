@@ -73,7 +73,6 @@ void add_activations(std::vector<OpInfo>& table) {
     table.push_back(
         OpInfo::onnx(type, 1, 1)
             .reads(std::move(attrs))
-            .shaped(ShapeRule::kSameAsX)
             .in_expressions_as_activation()
             .lowers(lower_activation,
                     std::string("one `fused_elementwise` expression (kernel named after the op): ") + form));
@@ -85,13 +84,11 @@ void add_activations(std::vector<OpInfo>& table) {
   activation("Softplus", {}, "`relu(x) + log(1 + exp(-abs(x)))` (no overflow for large x)");
   activation("Softsign", {}, "`x / (abs(x) + 1)`");
   table.push_back(OpInfo::onnx("PRelu", 2, 2)
-                      .shaped(ShapeRule::kBroadcast)
                       .lowers(lower_prelu,
                               "one `fused_elementwise` expression, the slope expanded when it does not "
                               "repeat over the trailing dims"));
   table.push_back(OpInfo::onnx("Clip", 1, 3)
                       .reads({"min", "max"})
-                      .shaped(ShapeRule::kSameAsX)
                       .lowers(lower_clip,
                               "one `fused_elementwise` expression of `max`/`min` (bounds as inputs or, "
                               "before opset 11, attributes; none: a view)"));

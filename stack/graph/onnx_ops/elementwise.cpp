@@ -185,7 +185,6 @@ void add_elementwise(std::vector<OpInfo>& table) {
       "constant becomes a row; `Div(1, x)` is `reciprocal`; any other numpy broadcast expands the inputs first)";
   auto binary = [&](const char* type, const char* fn, Fd fd, Fi fi) {
     table.push_back(OpInfo::onnx(type, 2, 2)
-                        .shaped(ShapeRule::kBroadcast)
                         .in_expressions_as(fn)
                         .folds(binary_fold(fd, fi, false))
                         .lowers(lower_binary, binary_text));
@@ -199,7 +198,6 @@ void add_elementwise(std::vector<OpInfo>& table) {
   binary(
       "Div", "div", [](double a, double b) { return a / b; }, int_div);
   table.push_back(OpInfo::onnx("Pow", 2, 2)
-                      .shaped(ShapeRule::kBroadcast)
                       .in_expressions_as("pow")
                       .folds(binary_fold([](double a, double b) { return std::pow(a, b); }, int_pow, false))
                       .lowers(lower_pow,
@@ -208,7 +206,6 @@ void add_elementwise(std::vector<OpInfo>& table) {
 
   auto variadic = [&](const char* type, const char* fn, FoldRule fold) {
     OpInfo op = OpInfo::onnx(type, 1, kVariadic)
-                    .shaped(ShapeRule::kBroadcast)
                     .in_expressions_as(fn)
                     .lowers(lower_variadic, "one `fused_elementwise` expression over any number of inputs");
     if (fold) op.folds(std::move(fold));
@@ -225,7 +222,7 @@ void add_elementwise(std::vector<OpInfo>& table) {
 
   // Unary: Neg..Log fold too, Relu..Erf do not; Floor, Ceil and Not are host only.
   auto unary = [&](const char* type, const char* fn, FoldRule fold) {
-    OpInfo op = OpInfo::onnx(type, 1, 1).shaped(ShapeRule::kSameAsX).in_expressions_as(fn);
+    OpInfo op = OpInfo::onnx(type, 1, 1).in_expressions_as(fn);
     if (fold) op.folds(std::move(fold));
     if (*fn) op.lowers(lower_unary, "the unary op of the same name (`relu`, `exp`...)");
     table.push_back(std::move(op));
@@ -247,7 +244,7 @@ void add_elementwise(std::vector<OpInfo>& table) {
 
   // Comparisons and logic (bool results): host only.
   auto logic = [&](const char* type, Fd fd) {
-    table.push_back(OpInfo::onnx(type, 2, 2).shaped(ShapeRule::kBroadcast).folds(binary_fold(fd, nullptr, true)));
+    table.push_back(OpInfo::onnx(type, 2, 2).folds(binary_fold(fd, nullptr, true)));
   };
   logic("Equal", [](double a, double b) -> double { return a == b; });
   logic("Less", [](double a, double b) -> double { return a < b; });
@@ -259,7 +256,6 @@ void add_elementwise(std::vector<OpInfo>& table) {
 
   table.push_back(
       OpInfo::onnx("Where", 3, 3)
-          .shaped(ShapeRule::kBroadcast)
           .in_expressions_as("where")
           .folds(fold_where)
           .lowers(lower_where, "`fused_elementwise` `where(...)` (a constant condition, as 0/1 in the data type)"));

@@ -74,19 +74,12 @@ void lower_fused_elementwise(Lowerer& l, const Node& n) {
 }  // namespace
 
 void add_fused_vector_ops(std::vector<OpInfo>& table) {
-  table.push_back(OpInfo::npusim("RMSNormalization", 2, 2)
-                      .reads({"epsilon"})
-                      .shaped(ShapeRule::kSameAsX)
-                      .lowers(lower_rmsnorm, "`rmsnorm`"));
+  table.push_back(OpInfo::npusim("RMSNormalization", 2, 2).reads({"epsilon"}).lowers(lower_rmsnorm, "`rmsnorm`"));
   table.push_back(OpInfo::npusim("Gelu", 1, 1)
                       .reads({"approximate"})
-                      .shaped(ShapeRule::kSameAsX)
                       .in_expressions_as("gelu")
                       .lowers(lower_gelu, "`gelu` / `gelu_tanh`"));
-  table.push_back(OpInfo::npusim("RoPE", 3, 3)
-                      .reads({"layout"})
-                      .shaped(ShapeRule::kSameAsX)
-                      .lowers(lower_rope, "`rope` (bnsd or bsnd)"));
+  table.push_back(OpInfo::npusim("RoPE", 3, 3).reads({"layout"}).lowers(lower_rope, "`rope` (bnsd or bsnd)"));
   table.push_back(OpInfo::npusim("AddLayerNorm", 3, 4)
                       .reads({"epsilon"})
                       .lowers(lower_add_layernorm, "`add_layernorm` (the sum a second output when used)"));

@@ -1,7 +1,6 @@
 #include "stack/graph/onnx_ops/lowerer.hpp"
 
 #include <algorithm>
-#include <cstdio>
 
 #include "common/util/error.hpp"
 #include "hw/isa/dtype.hpp"
@@ -9,12 +8,6 @@
 namespace npusim::stack::graph::onnx_ops {
 
 using hw::isa::DType;
-
-std::string num(double v) {
-  char buf[32];
-  std::snprintf(buf, sizeof buf, "%.9g", v);
-  return buf;
-}
 
 namespace {
 

@@ -9,11 +9,9 @@
 #include <vector>
 
 #include "stack/graph/lower.hpp"
+#include "stack/graph/onnx_ops/op_table.hpp"
 
 namespace npusim::stack::graph::onnx_ops {
-
-// A float attribute as an op parameter or expression literal, without losing digits (%.9g).
-std::string num(double v);
 
 class Lowerer {
  public:

@@ -1,5 +1,6 @@
 #include "stack/graph/onnx_ops/op_table.hpp"
 
+#include <cstdio>
 #include <map>
 #include <sstream>
 
@@ -41,6 +42,12 @@ std::string attributes_text(const OpInfo& op) {
 }
 
 }  // namespace
+
+std::string num(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.9g", v);
+  return buf;
+}
 
 const std::vector<OpInfo>& op_table() {
   static const std::vector<OpInfo> table = build_table();

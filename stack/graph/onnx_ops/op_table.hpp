@@ -1,9 +1,10 @@
 // The one table of the ops the graph engine knows: ONNX's default domain and the npusim domain the fusion passes
-// write. For each op: the inputs it always takes and may take, the attributes it reads, how its output shape follows
-// from its inputs, its function in fused_elementwise expressions, its fold rule (evaluation on the host when its
-// inputs are constants) and its lowering rule (library op calls). Import (unsupported ops), the passes (well-formed
-// nodes, elementwise chains), constant folding and the lowering all read it; docs/graph.md's lowering table is
-// printed from it (npusim-onnx-ops-doc). The rules live one file per op family beside this one.
+// write. For each op: the inputs it always takes and may take, the attributes it reads, its function in
+// fused_elementwise expressions, its fold rule (evaluation on the host when its inputs are constants) and its
+// lowering rule (library op calls). Output shapes are not here: ONNX's shape inference gives them at import (the
+// op's schema is its shape rule), and the passes that make npusim ops set theirs. Import (unsupported ops), the passes
+// (well-formed nodes, elementwise chains), constant folding and the lowering all read it; docs/graph.md's lowering
+// table is printed from it (npusim-onnx-ops-doc). The rules live one file per op family beside this one.
 #pragma once
 
 #include <cstddef>
@@ -21,15 +22,6 @@ namespace npusim::stack::graph::onnx_ops {
 
 class Lowerer;
 
-// How an op's output shape follows from its inputs' (ONNX's shape inference computes it at import; the passes read
-// the rule to know which ops keep shapes).
-enum class ShapeRule : std::uint8_t {
-  kBroadcast,  // elementwise over the numpy broadcast of the inputs
-  kSameAsX,    // the first input's shape (unary elementwise, row ops)
-  kView,       // the first input's elements under another shape
-  kOwn,        // the op's own rule (its ONNX schema; for npusim ops, set by the pass that makes them)
-};
-
 using FoldRule = std::function<std::vector<HostArray>(const FoldArgs&)>;
 using LowerRule = std::function<void(Lowerer&, const Node&)>;
 
@@ -39,7 +31,6 @@ struct OpInfo {
   std::size_t min_inputs = 1;  // present (not omitted) in every well-formed node
   std::size_t max_inputs = 1;
   std::vector<std::string> attributes;  // the attributes the rules read
-  ShapeRule shape = ShapeRule::kOwn;
   // Its function in fused_elementwise expressions ("add", "exp"...); "" when it has none. `activation`: written by
   // activation_expr (activations.hpp) instead.
   std::string expression;
@@ -51,7 +42,7 @@ struct OpInfo {
 
   std::string key() const { return domain.empty() ? type : domain + "." + type; }
 
-  // Entries are written as OpInfo::onnx("Add", 2, 2).shaped(...).folds(...).lowers(...), each field named.
+  // Entries are written as OpInfo::onnx("Add", 2, 2).reads(...).folds(...).lowers(...), each field named.
   static OpInfo onnx(const std::string& type, std::size_t min_inputs, std::size_t max_inputs) {
     return of("", type, min_inputs, max_inputs);
   }
@@ -68,10 +59,6 @@ struct OpInfo {
   }
   OpInfo& reads(std::vector<std::string> attrs) {
     attributes = std::move(attrs);
-    return *this;
-  }
-  OpInfo& shaped(ShapeRule rule) {
-    shape = rule;
     return *this;
   }
   OpInfo& in_expressions_as(const std::string& fn) {
@@ -95,6 +82,10 @@ struct OpInfo {
 };
 
 inline constexpr std::size_t kVariadic = std::numeric_limits<std::size_t>::max();
+
+// A number as a fused_elementwise literal or op parameter, without losing digits (%.9g reads back to the same fp32
+// value).
+std::string num(double v);
 
 // Every op, in the families' order.
 const std::vector<OpInfo>& op_table();

@@ -103,11 +103,9 @@ void add_row_ops(std::vector<OpInfo>& table) {
       "op, "
       "`transpose` back";
   for (const char* type : {"Softmax", "LogSoftmax"})
-    table.push_back(
-        OpInfo::onnx(type, 1, 1).reads({"axis"}).shaped(ShapeRule::kSameAsX).lowers(lower_softmax, softmax_text));
+    table.push_back(OpInfo::onnx(type, 1, 1).reads({"axis"}).lowers(lower_softmax, softmax_text));
   table.push_back(OpInfo::onnx("LayerNormalization", 2, 3)
                       .reads({"axis", "epsilon"})
-                      .shaped(ShapeRule::kSameAsX)
                       .lowers(lower_layernorm,
                               "`layernorm` over rows of the trailing dims' product (any axis; the "
                               "Mean/InvStdDev outputs as fp32 with `stats`)"));

@@ -161,11 +161,8 @@ void lower_cast(Lowerer& l, const Node& n) {
 void add_shape_ops(std::vector<OpInfo>& table) {
   const std::string view = "a view: the same buffer under the output's shape";
   auto view_op = [&](const char* type, std::size_t min_inputs, std::size_t max_inputs, std::vector<std::string> attrs) {
-    table.push_back(OpInfo::onnx(type, min_inputs, max_inputs)
-                        .reads(std::move(attrs))
-                        .shaped(ShapeRule::kView)
-                        .folds(fold_view)
-                        .lowers(lower_view, view));
+    table.push_back(
+        OpInfo::onnx(type, min_inputs, max_inputs).reads(std::move(attrs)).folds(fold_view).lowers(lower_view, view));
   };
   view_op("Identity", 1, 1, {});
   view_op("Reshape", 2, 2, {"allowzero"});
@@ -184,7 +181,6 @@ void add_shape_ops(std::vector<OpInfo>& table) {
   table.push_back(OpInfo::onnx("Range", 3, 3).folds(fold_range));
   table.push_back(OpInfo::onnx("Cast", 1, 1)
                       .reads({"to"})
-                      .shaped(ShapeRule::kSameAsX)
                       .folds(fold_cast)
                       .lowers(lower_cast, "`cast` (a view when the type does not change)"));
 }

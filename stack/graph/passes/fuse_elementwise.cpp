@@ -132,11 +132,8 @@ class ExprBuilder {
  private:
   std::string leaf(ValueId v) {
     const Value& val = g_.value(v);
-    if (val.constant && val.constant->elements() == 1 && (val.type != ElemType::kBool)) {
-      char buf[32];
-      std::snprintf(buf, sizeof buf, "%.9g", val.constant->as_doubles()[0]);
-      return buf;
-    }
+    if (val.constant && val.constant->elements() == 1 && (val.type != ElemType::kBool))
+      return onnx_ops::num(val.constant->as_doubles()[0]);
     auto it = std::find(inputs.begin(), inputs.end(), v);
     if (it == inputs.end()) {
       inputs.push_back(v);

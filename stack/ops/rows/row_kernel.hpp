@@ -57,6 +57,7 @@ class RowKernel {
   void tile(std::uint64_t row0, std::uint64_t nr);
 
   // The ops' steps on the tile's fp32 rows X (and X2, the second halves).
+  void subtract_row_max(std::uint64_t nr);  // softmax.cpp: x - max(x), the pads at the lowest float
   void softmax(std::uint64_t nr);                                 // softmax.cpp
   void log_softmax(std::uint64_t nr);                             // softmax.cpp
   void norm_setup();                                              // norms.cpp: gamma, beta per core

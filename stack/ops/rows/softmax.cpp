@@ -9,11 +9,16 @@
 namespace npusim::stack::ops::rows {
 
 template <class T>
-void RowKernel<T>::softmax(std::uint64_t nr) {
-  const std::uint64_t all = nr * fs_;
+void RowKernel<T>::subtract_row_max(std::uint64_t nr) {
   pad_rows(x_, nr, kLowest);
   reduce_rows(true, v0_, x_, nr, rs_);
   row_scalar(RowOp::kSub, x_, nr, v0_, bc_);
+}
+
+template <class T>
+void RowKernel<T>::softmax(std::uint64_t nr) {
+  const std::uint64_t all = nr * fs_;
+  subtract_row_max(nr);
   Exp(x_.t, x_.t, all);  // the pads become 0
   reduce_rows(false, v1_, x_, nr, rs_);
   row_scalar(RowOp::kDiv, x_, nr, v1_, bc_);
@@ -22,15 +27,16 @@ void RowKernel<T>::softmax(std::uint64_t nr) {
 template <class T>
 void RowKernel<T>::log_softmax(std::uint64_t nr) {
   const std::uint64_t all = nr * fs_;
-  pad_rows(x_, nr, kLowest);
-  reduce_rows(true, v0_, x_, nr, rs_);
-  row_scalar(RowOp::kSub, x_, nr, v0_, bc_);
+  subtract_row_max(nr);
   Exp(tm_.t, x_.t, all);  // the pads become 0
   reduce_rows(false, v1_, tm_, nr, rs_);
   Ln(v1_, v1_, nr);
   row_scalar(RowOp::kSub, x_, nr, v1_, bc_);
 }
 
+template void RowKernel<half>::subtract_row_max(std::uint64_t);
+template void RowKernel<bfloat16_t>::subtract_row_max(std::uint64_t);
+template void RowKernel<float>::subtract_row_max(std::uint64_t);
 template void RowKernel<half>::softmax(std::uint64_t);
 template void RowKernel<bfloat16_t>::softmax(std::uint64_t);
 template void RowKernel<float>::softmax(std::uint64_t);

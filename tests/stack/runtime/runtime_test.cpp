@@ -20,6 +20,11 @@ config::ChipConfig tiny() {
   return config::load_config("tiny", {}).chip;
 }
 
+// The device path of one empty kernel task: dispatch + core start-up + kernel init + completion (keys launch.*).
+double launch_path(const config::ChipConfig& cfg) {
+  return cfg.launch.dispatch + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion;
+}
+
 // y = x * a + b over n floats, one block per 256 elements.
 std::function<void()> axpb(std::uint64_t x, std::uint64_t y, std::uint32_t n, float a, float b) {
   return [=] {
@@ -200,8 +205,7 @@ TEST(Runtime, HundredTinyLaunchesCostAHundredLaunchPaths) {
     d.synchronize();
     end = d.now_ns();
   });
-  const double device_path =
-      cfg.launch.dispatch + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion;
+  const double device_path = launch_path(cfg);
   const double last_done = dev.tasks().back().end_ns;
   EXPECT_NEAR(last_done, 100 * cfg.host.launch_overhead + device_path, 0.02 * 100 * cfg.host.launch_overhead);
   EXPECT_GT(end, last_done);
@@ -218,8 +222,7 @@ TEST(Runtime, WithoutHostOverheadTinyLaunchesCostTheDevicePath) {
     d.synchronize();
   });
   // In one stream each launch waits for the previous completion: 100 x (dispatch + start-up + init + completion).
-  const double device_path =
-      cfg.launch.dispatch + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion;
+  const double device_path = launch_path(cfg);
   EXPECT_NEAR(dev.tasks().back().end_ns, 100 * device_path, 0.05 * 100 * device_path);
 }
 
@@ -237,8 +240,7 @@ TEST(Runtime, TenThousandTasksOnOneStreamPastTheCompletionRing) {
     d.synchronize();
   });
   ASSERT_EQ(dev.tasks().size(), 10000u);
-  const double device_path =
-      cfg.launch.dispatch + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion;
+  const double device_path = launch_path(cfg);
   EXPECT_NEAR(dev.tasks().back().end_ns, 10000 * cfg.host.launch_overhead + device_path,
               0.02 * 10000 * cfg.host.launch_overhead);
 }
@@ -267,8 +269,7 @@ TEST(Runtime, TenThousandTasksOnFourStreamsWithEvents) {
     d.synchronize();
   });
   ASSERT_EQ(dev.tasks().size(), 10000u + 6u);
-  const double device_path =
-      cfg.launch.dispatch + cfg.launch.core_startup + cfg.launch.kernel_init + cfg.launch.completion;
+  const double device_path = launch_path(cfg);
   double last = 0;
   for (const auto& t : dev.tasks()) last = std::max(last, t.end_ns);
   // tiny has 4 vector cores: the streams run side by side, 2,500 launches each.
