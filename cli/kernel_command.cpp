@@ -15,12 +15,11 @@
 #include "common/config/loader.hpp"
 #include "common/util/error.hpp"
 #include "firmware/kernel/launch_spec.hpp"
-#include "firmware/kernel/report.hpp"
 #include "firmware/kernel/samples/samples.hpp"
 #include "hw/chip/chip.hpp"
 #include "hw/chip/pipe_trace.hpp"
 #include "stack/runtime/pipeline_demo.hpp"
-#include "stack/runtime/timeline.hpp"
+#include "stack/runtime/report.hpp"
 #include "traces/chrome_trace.hpp"
 
 namespace npusim::cli {
@@ -68,7 +67,7 @@ int run_pipeline_demo(const KernelOptions& opts, const std::map<std::string, std
   params.reject_unused("pipeline_demo");
   stack::runtime::validate(demo);
   const hw::core::Mode mode = (opts.check || opts.functional) ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
-  RunOutputs outputs(opts.trace, opts.summary, loaded.chip.clock.core_hz);
+  RunOutputs outputs(opts.files, loaded.chip.clock.core_hz);
   stack::runtime::Device dev(loaded.chip, mode, outputs.trace_factory());
   const auto t0 = std::chrono::steady_clock::now();
   dev.run([&](stack::runtime::Device& d) { stack::runtime::run_pipeline_demo(d, demo); });
@@ -97,7 +96,7 @@ int run_pipeline_demo(const KernelOptions& opts, const std::map<std::string, std
               << " stream(s), " << demo.chunks << " chunk(s) of " << demo.bytes << " B\n";
     std::cout << "  device time " << report["time_us"].get<double>() << " us over " << report["tasks"].size() << " tasks\n";
     if (report.contains("check")) std::cout << "  check       " << (status ? "FAILED" : "passed") << "\n";
-    if (outputs.tracing()) std::cout << "  trace       " << opts.trace << "\n";
+    if (outputs.tracing()) std::cout << "  trace       " << opts.files.trace << "\n";
   }
   return status;
 }
@@ -117,7 +116,7 @@ int run_kernel_command(const KernelOptions& opts) {
   const hw::core::Mode mode =
       (opts.check || opts.functional) ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
 
-  RunOutputs run_outputs(opts.trace, opts.summary, loaded.chip.clock.core_hz);
+  RunOutputs run_outputs(opts.files, loaded.chip.clock.core_hz);
   stack::runtime::Device dev(loaded.chip, mode, run_outputs.trace_factory());
   hw::chip::Chip& chip = dev.chip();
 
@@ -180,7 +179,7 @@ int run_kernel_command(const KernelOptions& opts) {
     std::cout << "kernel " << opts.name << " on " << loaded.chip.name << " ("
               << (mode == hw::core::Mode::kFunctional ? "functional" : "timing-only") << ")\n";
     print_kernel_report(report);
-    if (run_outputs.tracing()) std::cout << "  trace       " << opts.trace << "\n";
+    if (run_outputs.tracing()) std::cout << "  trace       " << opts.files.trace << "\n";
   }
   if (status) std::cerr << "npusim: error: kernel " << opts.name << ": output does not match the CPU reference\n";
   return status;

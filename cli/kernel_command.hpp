@@ -2,6 +2,8 @@
 // compile (or load) a user's kernel written against the kernel SDK and run it (cli/user_kernel_command.cpp).
 #pragma once
 
+#include "stack/runtime/run_outputs.hpp"
+
 #include <cstdint>
 #include <nlohmann/json.hpp>
 #include <string>
@@ -17,8 +19,7 @@ struct KernelOptions {
   bool json = false;
   bool check = false;       // functional mode + compare with the CPU reference
   bool functional = false;  // functional mode without the comparison
-  std::string trace;
-  std::string summary;
+  stack::runtime::OutputPaths files;    // --trace, --summary, --stats
   std::vector<std::string> check_refs;  // --check REF.npy | NAME=REF.npy (user kernels)
   // User kernels (a source file or a kernel library):
   std::string entry;

@@ -51,11 +51,13 @@ void add_config_options(CLI::App& cmd, ConfigOptions& opts) {
       ->type_name("KEY=VALUE");
 }
 
-// --json, --trace FILE, --summary FILE of the simulating commands.
-void add_output_options(CLI::App& cmd, bool& json, std::string& trace, std::string& summary) {
+// --json, --trace FILE, --summary FILE, --stats FILE of the simulating commands.
+void add_output_options(CLI::App& cmd, bool& json, npusim::stack::runtime::OutputPaths& out) {
   cmd.add_flag("--json", json, "print one JSON object (keys in docs/metrics.md)");
-  cmd.add_option("--trace", trace, "write a Chrome/Perfetto trace to FILE")->type_name("FILE");
-  cmd.add_option("--summary", summary, "write the op summary CSV to FILE")->type_name("FILE");
+  cmd.add_option("--trace", out.trace, "write a Chrome/Perfetto trace to FILE")->type_name("FILE");
+  cmd.add_option("--summary", out.summary, "write the op summary CSV to FILE")->type_name("FILE");
+  cmd.add_option("--stats", out.stats, "write every component's statistics (chip.aiv0.mte2.bytes, ...) as JSON to FILE")
+      ->type_name("FILE");
 }
 
 }  // namespace
@@ -80,7 +82,7 @@ int sc_main(int argc, char** argv) {
   add_config_options(*kernel, kernel_cfg);
   add_sanitize_flag(*kernel, kernel_cfg);
   kernel->add_option("-p,--param", kopts.params, "sample kernel parameter (repeatable)")->type_name("KEY=VALUE");
-  add_output_options(*kernel, kopts.json, kopts.trace, kopts.summary);
+  add_output_options(*kernel, kopts.json, kopts.files);
   kernel->add_option("--check", kopts.check_refs,
                      "functional mode, compared with the CPU reference (samples) or with REF.npy for your kernel's "
                      "output (NAME=REF.npy with several); exit 3 on mismatch")
@@ -133,7 +135,7 @@ int sc_main(int argc, char** argv) {
   op->add_option("-p,--param", oopts.params, "op parameter, e.g. -p shape=1024x1024 (repeatable)")->type_name("KEY=VALUE");
   op->add_option("--dtype", oopts.dtype, "fp16, bf16 or fp32")->capture_default_str();
   op->add_flag("--check", oopts.check, "functional mode; compare with the CPU reference (fp32 from the same inputs)");
-  add_output_options(*op, oopts.json, oopts.trace, oopts.summary);
+  add_output_options(*op, oopts.json, oopts.files);
   op->footer("Ops:\n" + npusim::cli::describe_ops());
 
   npusim::cli::RunOptions ropts;
@@ -152,7 +154,7 @@ int sc_main(int argc, char** argv) {
       ->check(CLI::Range(1, 64))
       ->type_name("N")
       ->capture_default_str();
-  add_output_options(*run, ropts.json, ropts.trace, ropts.summary);
+  add_output_options(*run, ropts.json, ropts.files);
 
   npusim::cli::SweepOptions sopts;
   CLI::App* sweep = app.add_subcommand("sweep", "explore a design space: run workloads over config axes (docs/exploration.md)");

@@ -44,7 +44,7 @@ int run_op_command(const OpOptions& opts) {
   const config::LoadedConfig loaded = config::load_config(opts.config, opts.sets);
   (void)op->plan(inputs, call, loaded.chip);  // a call the op refuses is refused before any file is opened
   const hw::core::Mode mode = opts.check ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
-  stack::framework::Session session(loaded, mode, opts.trace, opts.summary);
+  stack::framework::Session session(loaded, mode, opts.files);
 
   std::mt19937_64 rng(2026);
   std::vector<std::vector<std::uint8_t>> in_bytes(inputs.size());
@@ -102,7 +102,7 @@ int run_op_command(const OpOptions& opts) {
     if (report.contains("check"))
       std::cout << "  check       " << (status ? "FAILED" : "passed") << " (max abs err "
                 << report["check"]["max_abs_err"].get<double>() << ")\n";
-    if (report.contains("trace")) std::cout << "  trace       " << opts.trace << "\n";
+    if (report.contains("trace")) std::cout << "  trace       " << opts.files.trace << "\n";
   }
   if (status) std::cerr << "npusim: error: op " << opts.name << ": output does not match the CPU reference\n";
   return status;

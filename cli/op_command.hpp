@@ -1,6 +1,8 @@
 // `npusim op NAME`: one library op on seeded random inputs, through the runtime.
 #pragma once
 
+#include "stack/runtime/run_outputs.hpp"
+
 #include <string>
 #include <vector>
 
@@ -14,8 +16,7 @@ struct OpOptions {
   std::string dtype = "fp16";
   bool json = false;
   bool check = false;
-  std::string trace;
-  std::string summary;
+  stack::runtime::OutputPaths files;  // --trace, --summary, --stats
 };
 
 int run_op_command(const OpOptions& opts);

@@ -113,7 +113,7 @@ int run_model_command(const RunOptions& opts) {
       inputs.push_back(std::move(bytes));
     }
   }
-  stack::framework::Session session(loaded, mode, opts.trace, opts.summary);
+  stack::framework::Session session(loaded, mode, opts.files);
   const auto t0 = std::chrono::steady_clock::now();
   // Progress on stderr: on a terminal one line rewritten at most twice a second, with --progress elsewhere a line
   // at most every second; the final state always ends the report.
@@ -165,7 +165,7 @@ int run_model_command(const RunOptions& opts) {
   std::cout << "  memory      " << g["peak_device_bytes"].get<std::uint64_t>() << " B of device memory at the peak ("
             << g["constant_bytes"].get<std::uint64_t>() << " B constants + " << g["arena_bytes"].get<std::uint64_t>()
             << " B activation arena; " << g["unplanned_device_bytes"].get<std::uint64_t>() << " B without reuse)\n";
-  if (report.contains("trace")) std::cout << "  trace       " << opts.trace << "\n";
+  if (report.contains("trace")) std::cout << "  trace       " << opts.files.trace << "\n";
   return 0;
 }
 

@@ -1,6 +1,8 @@
 // `npusim run MODEL.onnx`: a whole model through the stack: ONNX import, lowering to library ops, the runtime.
 #pragma once
 
+#include "stack/runtime/run_outputs.hpp"
+
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -18,8 +20,7 @@ struct RunOptions {
   std::uint32_t streams = 4;  // at most this many streams (stream assignment)
   bool progress = false;      // progress lines on stderr even when it is not a terminal
   bool json = false;
-  std::string trace;
-  std::string summary;
+  stack::runtime::OutputPaths files;  // --trace, --summary, --stats
 };
 
 int run_model_command(const RunOptions& opts);

@@ -24,7 +24,7 @@
 #include "common/util/file.hpp"
 #include "stack/ops/op.hpp"
 #include "stack/runtime/kernel_library.hpp"
-#include "stack/runtime/timeline.hpp"
+#include "stack/runtime/report.hpp"
 
 namespace npusim::cli {
 
@@ -218,6 +218,9 @@ std::vector<std::uint8_t> tiling_bytes(const std::string& schema_path, const std
     }
     if (!vals.is_object()) throw InputError(values + ": tiling values are an object {\"field\": value, ...}");
   } else {
+    const auto not_a_number = [](const std::string& k, const std::string& v) {
+      return InputError("--tiling: field '" + k + "': '" + v + "' is not a number");
+    };
     std::stringstream ss(values);
     for (std::string kv; std::getline(ss, kv, ',');) {
       const auto eq = kv.find('=');
@@ -227,15 +230,19 @@ std::vector<std::uint8_t> tiling_bytes(const std::string& schema_path, const std
       try {
         vals[k] = nlohmann::json::parse(v);
       } catch (const nlohmann::json::exception&) {
-        throw InputError("--tiling: field '" + k + "': '" + v + "' is not a number");
+        throw not_a_number(k, v);
       }
     }
   }
+  // Errors name the values' origin, the field and the schema.
+  const auto error = [&](const std::string& what, const std::string& field, const std::string& then) {
+    return InputError(where + ": " + what + "'" + field + "'" + then + " (" + schema_path + ")");
+  };
   std::vector<std::uint8_t> out(size, 0);
   std::set<std::string> known;
   for (const Field& f : fields) {
     known.insert(f.name);
-    if (!vals.contains(f.name)) throw InputError(where + ": no value for tiling field '" + f.name + "' (" + schema_path + ")");
+    if (!vals.contains(f.name)) throw error("no value for tiling field ", f.name, "");
     const nlohmann::json& v = vals[f.name];
     if (f.count > 1) {
       if (!v.is_array() || v.size() != f.count) {
@@ -247,7 +254,7 @@ std::vector<std::uint8_t> tiling_bytes(const std::string& schema_path, const std
     }
   }
   for (auto& [k, v] : vals.items()) {
-    if (!known.count(k)) throw InputError(where + ": '" + k + "' is not a field of the tiling struct (" + schema_path + ")");
+    if (!known.count(k)) throw error("", k, " is not a field of the tiling struct");
   }
   return out;
 }
@@ -400,7 +407,7 @@ int run_user_kernel_command(const KernelOptions& opts) {
     }
   }
 
-  RunOutputs run_outputs(opts.trace, opts.summary, loaded.chip.clock.core_hz);
+  RunOutputs run_outputs(opts.files, loaded.chip.clock.core_hz);
   rt::Device dev(loaded.chip, mode, run_outputs.trace_factory());
   std::map<std::size_t, std::vector<std::uint8_t>> results;
   const auto t0 = std::chrono::steady_clock::now();
@@ -493,7 +500,7 @@ int run_user_kernel_command(const KernelOptions& opts) {
               << " block(s) (" << (functional ? "functional" : "timing-only") << ")\n";
     print_kernel_report(report);
     if (!opts.outputs.empty()) std::cout << "  outputs     " << opts.outputs << "\n";
-    if (run_outputs.tracing()) std::cout << "  trace       " << opts.trace << "\n";
+    if (run_outputs.tracing()) std::cout << "  trace       " << opts.files.trace << "\n";
   }
   if (status) std::cerr << "npusim: error: kernel " << entry.name << ": output does not match the reference\n";
   return status;

@@ -1,5 +1,6 @@
 #include "traces/stats.hpp"
 
+#include <algorithm>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -41,24 +42,82 @@ Distribution& StatsRegistry::distribution(const std::string& path, const std::st
   return d;
 }
 
+void StatsRegistry::bind(const std::string& path, const std::uint64_t& value, const std::string& unit,
+                         const std::string& doc) {
+  add(path, &value, unit, doc);
+}
+
+void StatsRegistry::bind(const std::string& path, const double& value, const std::string& unit,
+                         const std::string& doc) {
+  add(path, &value, unit, doc);
+}
+
+const std::uint64_t* StatsRegistry::counter_value(const Stat& stat) {
+  if (auto* c = std::get_if<Counter*>(&stat)) return &(*c)->value;
+  if (auto* b = std::get_if<const std::uint64_t*>(&stat)) return *b;
+  return nullptr;
+}
+
+const double* StatsRegistry::real_value(const Stat& stat) {
+  if (auto* s = std::get_if<Scalar*>(&stat)) return &(*s)->value;
+  if (auto* b = std::get_if<const double*>(&stat)) return *b;
+  return nullptr;
+}
+
+const StatsRegistry::Entry& StatsRegistry::entry(const std::string& path) const {
+  auto it = entries_.find(path);
+  if (it == entries_.end()) throw std::out_of_range("no stat '" + path + "' is registered");
+  return it->second;
+}
+
+std::uint64_t StatsRegistry::count(const std::string& path) const {
+  if (const std::uint64_t* v = counter_value(entry(path).stat)) return *v;
+  throw std::out_of_range("stat '" + path + "' is not a counter");
+}
+
+double StatsRegistry::real(const std::string& path) const {
+  const Stat& stat = entry(path).stat;
+  if (const double* v = real_value(stat)) return *v;
+  if (const std::uint64_t* v = counter_value(stat)) return static_cast<double>(*v);
+  throw std::out_of_range("stat '" + path + "' is a distribution, not a value");
+}
+
+StatsRegistry::Snapshot StatsRegistry::snapshot() const {
+  Snapshot s;
+  for (const auto& [path, entry] : entries_) {
+    if (const std::uint64_t* v = counter_value(entry.stat)) s.counts_.emplace(path, *v);
+    if (const double* v = real_value(entry.stat)) s.reals_.emplace(path, *v);
+  }
+  return s;
+}
+
+std::uint64_t StatsRegistry::Snapshot::count(const std::string& path) const {
+  auto it = counts_.find(path);
+  return it == counts_.end() ? 0 : it->second;
+}
+
+double StatsRegistry::Snapshot::real(const std::string& path) const {
+  auto it = reals_.find(path);
+  if (it != reals_.end()) return it->second;
+  return static_cast<double>(count(path));
+}
+
 nlohmann::json StatsRegistry::to_json() const {
   nlohmann::json root = nlohmann::json::object();
   for (const auto& [path, entry] : entries_) {
     nlohmann::json value;
-    if (auto* c = std::get_if<Counter*>(&entry.stat)) {
-      value = (*c)->value;
-    } else if (auto* s = std::get_if<Scalar*>(&entry.stat)) {
-      value = (*s)->value;
+    if (const std::uint64_t* c = counter_value(entry.stat)) {
+      value = *c;
+    } else if (const double* s = real_value(entry.stat)) {
+      value = *s;
     } else {
       const Distribution& d = *std::get<Distribution*>(entry.stat);
       value = {{"count", d.count}, {"sum", d.sum}, {"mean", d.mean()},
                {"min", d.count ? d.min : 0.0}, {"max", d.count ? d.max : 0.0}};
     }
-    root[nlohmann::json::json_pointer("/" + [&] {
-      std::string p = path;
-      for (char& ch : p) ch = ch == '.' ? '/' : ch;
-      return p;
-    }())] = std::move(value);
+    std::string pointer = "/" + path;
+    std::replace(pointer.begin(), pointer.end(), '.', '/');
+    root[nlohmann::json::json_pointer(pointer)] = std::move(value);
   }
   return root;
 }

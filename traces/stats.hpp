@@ -1,6 +1,8 @@
-// Hierarchical statistics: typed stats named by their place in the hierarchy ("chip.aiv3.mte2.bytes"), owned by
-// one registry and dumped as nested JSON. Components keep a reference to their stat and update it directly, so the
-// hot path pays no lookup.
+// Hierarchical statistics: typed stats named by their place in the hierarchy ("chip.aiv3.mte2.bytes"), registered
+// in one registry and dumped as nested JSON. A component either asks the registry for a stat it then updates through
+// a reference, or registers a counter it keeps itself (a plain class that unit tests drive without a registry), as
+// gem5's stat groups do; either way the hot path pays no lookup. Reports read values by path, and a snapshot of the
+// counters lets a report count only what came after it.
 #pragma once
 
 #include <cstdint>
@@ -46,6 +48,28 @@ class StatsRegistry {
   Counter& counter(const std::string& path, const std::string& unit, const std::string& doc);
   Scalar& scalar(const std::string& path, const std::string& unit, const std::string& doc);
   Distribution& distribution(const std::string& path, const std::string& unit, const std::string& doc);
+  // A counter or an accumulated quantity the component owns; it must outlive every read of the registry.
+  void bind(const std::string& path, const std::uint64_t& value, const std::string& unit, const std::string& doc);
+  void bind(const std::string& path, const double& value, const std::string& unit, const std::string& doc);
+
+  bool has(const std::string& path) const { return entries_.count(path) != 0; }
+  // The value of the counter (registered or bound) at `path`; std::out_of_range naming it when there is none.
+  std::uint64_t count(const std::string& path) const;
+  // The value of a scalar or bound double (or a counter, converted) at `path`.
+  double real(const std::string& path) const;
+
+  // Every counter's and scalar's value at one moment (distributions are left out).
+  class Snapshot {
+   public:
+    std::uint64_t count(const std::string& path) const;  // 0 for a path not registered then
+    double real(const std::string& path) const;
+
+   private:
+    friend class StatsRegistry;
+    std::map<std::string, std::uint64_t> counts_;
+    std::map<std::string, double> reals_;
+  };
+  Snapshot snapshot() const;
 
   // {"chip": {"aiv3": {"mte2": {"bytes": 123}}}}; distributions as {"count","sum","mean","min","max"}.
   nlohmann::json to_json() const;
@@ -54,12 +78,16 @@ class StatsRegistry {
   std::size_t size() const { return entries_.size(); }
 
  private:
-  using Stat = std::variant<Counter*, Scalar*, Distribution*>;
+  using Stat = std::variant<Counter*, Scalar*, Distribution*, const std::uint64_t*, const double*>;
   struct Entry {
     Stat stat;
     std::string unit;
     std::string doc;
   };
+  const Entry& entry(const std::string& path) const;
+  // A counter's (registered or bound) value, a scalar's or bound double's; null for the other kinds.
+  static const std::uint64_t* counter_value(const Stat& stat);
+  static const double* real_value(const Stat& stat);
   void add(const std::string& path, Stat stat, const std::string& unit, const std::string& doc);
 
   std::deque<Counter> counters_;

@@ -39,8 +39,12 @@ Chip::Chip(const config::ChipConfig& cfg, core::Mode mode, const TraceFactory& t
     memory_system_ = ms.get();
     gm_ = std::move(ms);
   }
+  gm_->register_stats(stats_, "chip");
+  sdma_.register_stats(stats_, "chip.sdma");
+  host_link_.register_stats(stats_, "chip.host_link");
   if (cfg_.split()) {
     std::vector<core::CrossCoreHub::Member> members;
+    members.reserve(slots.size());
     for (const Slot& s : slots) members.push_back({s.kind, s.group});
     hub_ = std::make_unique<core::CrossCoreHub>(
         members, static_cast<std::uint32_t>(cfg_.flags.cross_core_ids),
@@ -49,8 +53,7 @@ Chip::Chip(const config::ChipConfig& cfg, core::Mode mode, const TraceFactory& t
   }
   for (std::size_t i = 0; i < slots.size(); ++i) {
     core::CoreIdentity id{static_cast<std::uint32_t>(i), slots[i].kind, slots[i].name, 0};
-    core::AiCore::Env env{&cfg_, &clock_, gm_.get(), &memory_,
-                          hub_.get(), mode_, trace ? trace(id) : nullptr};
+    core::AiCore::Env env{&cfg_, &clock_, gm_.get(), &memory_, hub_.get(), mode_, trace ? trace(id) : nullptr, &stats_};
     cores_.push_back(std::make_unique<core::AiCore>(slots[i].name.c_str(), id, env));
   }
 }

@@ -12,13 +12,14 @@
 #include <vector>
 
 #include "common/config/chip_config.hpp"
-#include "hw/core/ai_core.hpp"
 #include "hw/chip/control_cpu.hpp"
+#include "hw/core/ai_core.hpp"
 #include "hw/mem/device_memory.hpp"
 #include "hw/mem/dma.hpp"
 #include "hw/mem/gm_port.hpp"
 #include "hw/mem/memory_system.hpp"
 #include "hw/sim/clock.hpp"
+#include "traces/stats.hpp"
 
 namespace npusim::hw::chip {
 
@@ -40,6 +41,10 @@ class Chip {
   mem::SdmaEngines& sdma() { return sdma_; }
   mem::HostLink& host_link() { return host_link_; }
   ControlCpu& control_cpu() { return *control_cpu_; }
+  // Every component's statistics (docs/metrics.md, "Statistics"): chip.<core>.*, chip.gm.*, chip.l2.*, chip.hbm.*,
+  // chip.sdma.*, chip.host_link.*; the firmware may add its own.
+  traces::StatsRegistry& stats() { return stats_; }
+  const traces::StatsRegistry& stats() const { return stats_; }
 
   std::size_t core_count() const { return cores_.size(); }
   core::AiCore& core(std::size_t i) { return *cores_.at(i); }
@@ -49,6 +54,7 @@ class Chip {
  private:
   config::ChipConfig cfg_;
   core::Mode mode_;
+  traces::StatsRegistry stats_;  // before the components: they register into it
   Clock clock_;
   mem::DeviceMemory memory_;
   std::unique_ptr<mem::GmPort> gm_;

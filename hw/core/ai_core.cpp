@@ -4,6 +4,7 @@ namespace npusim::hw::core {
 
 CoreEngine* AiCore::current_ = nullptr;
 
+// NOLINTNEXTLINE(performance-unnecessary-value-param): SystemC's idiom, a module name by value (it names the scope)
 AiCore::AiCore(sc_core::sc_module_name name, CoreIdentity id, Env env)
     : sc_core::sc_module(name), id_(std::move(id)), env_(env) {
   SC_HAS_PROCESS(AiCore);
@@ -11,10 +12,43 @@ AiCore::AiCore(sc_core::sc_module_name name, CoreIdentity id, Env env)
   sc_core::sc_spawn_options opts;
   opts.set_stack_size(2 * 1024 * 1024);
   thread_ = sc_core::sc_spawn([this] { run(); }, sc_core::sc_gen_unique_name("scalar"), &opts);
+  if (env_.stats) register_stats(*env_.stats);
+}
+
+void AiCore::register_stats(traces::StatsRegistry& reg) {
+  const std::string at = "chip." + id_.name;
+  blocks_ = &reg.counter(at + ".blocks", "count", "kernel blocks the core ran");
+  for (int p = 0; p < isa::kPipeCount; ++p) {
+    const auto pipe = static_cast<isa::Pipe>(p);
+    if (!kind_has_pipe(id_.kind, pipe)) continue;
+    const std::string name = at + "." + std::string(isa::pipe_metric_name(pipe));
+    PipeCounters& c = pipe_counters_[p];
+    c.instructions =
+        &reg.counter(name + ".instructions", "count",
+                     pipe == isa::Pipe::kS ? "scalar issue slots spent (instructions issued and scalar work)"
+                                           : "instructions the pipe executed");
+    c.busy_cycles = &reg.counter(name + ".busy_cycles", "cycles", "cycles the pipe was occupied (core clock)");
+    const bool moves_data =
+        pipe == isa::Pipe::kMte1 || pipe == isa::Pipe::kMte2 || pipe == isa::Pipe::kMte3 || pipe == isa::Pipe::kFix;
+    if (moves_data) c.bytes = &reg.counter(name + ".bytes", "bytes", "bytes the pipe's instructions moved");
+  }
+}
+
+void AiCore::count_block(const CoreEngine& e) {
+  if (!blocks_) return;
+  blocks_->add();
+  for (int p = 0; p < isa::kPipeCount; ++p) {
+    const PipeCounters& c = pipe_counters_[p];
+    if (!c.instructions) continue;
+    const PipeStats& s = e.pipe_stats(static_cast<isa::Pipe>(p));
+    c.instructions->add(s.instructions);
+    c.busy_cycles->add(s.busy);
+    if (c.bytes) c.bytes->add(s.bytes);
+  }
 }
 
 void AiCore::start(Program program, std::uint32_t block, std::function<void(const CoreEngine&)> on_done,
-                   sc_core::sc_time delay) {
+                   const sc_core::sc_time& delay) {
   next_ = std::move(program);
   next_block_ = block;
   on_done_ = std::move(on_done);
@@ -68,6 +102,7 @@ void AiCore::run() {
       return;
     }
     running_ = false;
+    count_block(*engine_);
     if (on_done_) on_done_(*engine_);
   }
 }

@@ -4,6 +4,7 @@
 
 #include <systemc>
 
+#include <array>
 #include <exception>
 #include <functional>
 #include <memory>
@@ -11,6 +12,7 @@
 
 #include "hw/core/core_engine.hpp"
 #include "hw/sim/clock.hpp"
+#include "traces/stats.hpp"
 
 namespace npusim::hw::core {
 
@@ -27,13 +29,16 @@ class AiCore : public sc_core::sc_module, private CoreHost {
     CrossCoreHub* hub;          // null on coupled chips
     Mode mode;
     TraceSink* trace = nullptr;
+    // Where the core registers its counters (chip.<core>.blocks, chip.<core>.<pipe>.instructions, .busy_cycles and,
+    // on the data-moving pipes, .bytes), summed over the blocks it ran; null: none.
+    traces::StatsRegistry* stats = nullptr;
   };
   AiCore(sc_core::sc_module_name name, CoreIdentity id, Env env);
 
   // Queues a program to start `delay` from now (e.g. the dispatch latency); the core runs its programs one after
   // another, each on a fresh engine.
   void start(Program program, std::uint32_t block, std::function<void(const CoreEngine&)> on_done,
-             sc_core::sc_time delay = sc_core::SC_ZERO_TIME);
+             const sc_core::sc_time& delay = sc_core::SC_ZERO_TIME);
   // A count for this core arrived at the cross-core hub.
   void notify_cross() { cross_event_.notify(sc_core::SC_ZERO_TIME); }
 
@@ -52,6 +57,9 @@ class AiCore : public sc_core::sc_module, private CoreHost {
 
  private:
   void run();
+  void register_stats(traces::StatsRegistry& reg);
+  // Adds a finished block's pipe statistics to the registered counters.
+  void count_block(const CoreEngine& e);
   // CoreHost
   std::uint64_t now() const override { return env_.clock->to_cycles(sc_core::sc_time_stamp()); }
   void sync(std::uint64_t cycle) override;
@@ -71,6 +79,13 @@ class AiCore : public sc_core::sc_module, private CoreHost {
   bool running_ = false;
   std::exception_ptr error_;
   sc_core::sc_process_handle thread_;
+  struct PipeCounters {
+    traces::Counter* instructions = nullptr;
+    traces::Counter* busy_cycles = nullptr;
+    traces::Counter* bytes = nullptr;  // null on pipes that move no data
+  };
+  traces::Counter* blocks_ = nullptr;
+  std::array<PipeCounters, isa::kPipeCount> pipe_counters_{};
   static CoreEngine* current_;
 };
 

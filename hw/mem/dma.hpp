@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "common/config/chip_config.hpp"
+#include "traces/stats.hpp"
 
 namespace npusim::hw::mem {
 
@@ -25,6 +26,9 @@ class SdmaEngines {
   explicit SdmaEngines(const config::SdmaParams& p) : p_(p), free_(p.engines, 0.0) {}
   Transfer copy(std::uint64_t bytes, double t_ns);
   std::uint64_t bytes() const { return bytes_; }
+  void register_stats(traces::StatsRegistry& reg, const std::string& prefix) const {
+    reg.bind(prefix + ".bytes", bytes_, "bytes", "bytes the SDMA engines copied (device to device)");
+  }
 
  private:
   config::SdmaParams p_;
@@ -37,6 +41,10 @@ class HostLink {
   explicit HostLink(const config::HostLinkParams& p) : p_(p) {}
   Transfer transfer(bool to_device, std::uint64_t bytes, double t_ns);
   std::uint64_t bytes(bool to_device) const { return to_device ? h2d_bytes_ : d2h_bytes_; }
+  void register_stats(traces::StatsRegistry& reg, const std::string& prefix) const {
+    reg.bind(prefix + ".h2d_bytes", h2d_bytes_, "bytes", "bytes copied from the host to the device");
+    reg.bind(prefix + ".d2h_bytes", d2h_bytes_, "bytes", "bytes copied from the device to the host");
+  }
 
  private:
   config::HostLinkParams p_;

@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "common/config/chip_config.hpp"
+#include "traces/stats.hpp"
 
 namespace npusim::hw::mem {
 
@@ -30,6 +31,8 @@ class GmPort {
  public:
   virtual ~GmPort() = default;
   virtual GmAccess access(const GmRequest& r) = 0;
+  // Registers the model's counters under `prefix` ("chip"): the simple model its gm.read_bytes and gm.write_bytes.
+  virtual void register_stats(traces::StatsRegistry& reg, const std::string& prefix) const;
   std::uint64_t read_bytes() const { return read_bytes_; }
   std::uint64_t write_bytes() const { return write_bytes_; }
 

@@ -9,6 +9,15 @@ namespace {
 constexpr double kHorizon = 2000.0;  // ns of history kept in the calendars
 }  // namespace
 
+void Hbm::register_stats(traces::StatsRegistry& reg, const std::string& prefix) const {
+  reg.bind(prefix + ".read_bytes", stats_.read_bytes, "bytes", "bytes read from the HBM devices");
+  reg.bind(prefix + ".write_bytes", stats_.write_bytes, "bytes", "bytes written to the HBM devices");
+  reg.bind(prefix + ".bursts", stats_.bursts, "count", "bursts on the pseudo-channels' data buses");
+  reg.bind(prefix + ".row_hits", stats_.row_hits, "count", "bursts served from a row that was already open");
+  reg.bind(prefix + ".activates", stats_.activates, "count", "row activations (row misses and conflicts)");
+  reg.bind(prefix + ".refreshes", stats_.refreshes, "count", "runs of bursts that a refresh window delayed");
+}
+
 Hbm::Hbm(const config::HbmParams& p)
     : p_(p),
       map_(p),

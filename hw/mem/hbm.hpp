@@ -29,6 +29,7 @@
 #include "common/config/chip_config.hpp"
 #include "hw/mem/address_map.hpp"
 #include "hw/mem/hbm_policies.hpp"
+#include "traces/stats.hpp"
 
 namespace npusim::hw::mem {
 
@@ -61,6 +62,9 @@ class Hbm {
   double peak_bytes_per_ns() const { return static_cast<double>(map_.pseudo_channels()) * burst_bytes_ / t_burst_; }
   const AddressMap& address_map() const { return map_; }
   const HbmStats& stats() const { return stats_; }
+  // Registers the counters above at `prefix` ("chip.hbm"): read_bytes, write_bytes, bursts, row_hits, activates,
+  // refreshes.
+  void register_stats(traces::StatsRegistry& reg, const std::string& prefix) const;
 
  private:
   struct Bank {

@@ -80,6 +80,18 @@ std::unique_ptr<ReplacementPolicy> make_replacement(const std::string& name, std
   throw InputError("l2.replacement: unknown policy '" + name + "' (lru, random)");
 }
 
+void L2Cache::register_stats(traces::StatsRegistry& reg, const std::string& prefix) const {
+  for (std::size_t i = 0; i < stats_.size(); ++i) {
+    const std::string at = prefix + ".slice" + std::to_string(i);
+    const SliceStats& s = stats_[i];
+    reg.bind(at + ".hits", s.hits, "count", "line lookups that found the line");
+    reg.bind(at + ".misses", s.misses, "count", "line lookups that allocated the line (filled from HBM)");
+    reg.bind(at + ".evictions", s.evictions, "count", "valid lines replaced");
+    reg.bind(at + ".writebacks", s.writebacks, "count", "dirty lines written back to HBM");
+    reg.bind(at + ".bytes", s.bytes, "bytes", "bytes the slice served to requesters");
+  }
+}
+
 L2Cache::L2Cache(const config::L2Params& p)
     : line_(p.line_bytes),
       slices_(static_cast<std::uint32_t>(p.slices)),

@@ -4,12 +4,14 @@
 //   l2.replacement: lru | random       l2.slice_hash: xor | modulo
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
 #include <vector>
 
 #include "common/config/chip_config.hpp"
+#include "traces/stats.hpp"
 
 namespace npusim::hw::mem {
 
@@ -55,7 +57,11 @@ class L2Cache {
   std::uint64_t line_bytes() const { return line_; }
   std::uint32_t slices() const { return slices_; }
   const std::vector<SliceStats>& stats() const { return stats_; }
-  void reset_stats() { stats_.assign(stats_.size(), SliceStats{}); }
+  // Zeroes the counters in place (registered counters stay bound).
+  void reset_stats() { std::fill(stats_.begin(), stats_.end(), SliceStats{}); }
+  // Registers each slice's counters at `prefix`.slice<i> ("chip.l2.slice0.hits"): hits, misses, evictions,
+  // writebacks, bytes.
+  void register_stats(traces::StatsRegistry& reg, const std::string& prefix) const;
 
  public:
   struct Way {

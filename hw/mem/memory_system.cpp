@@ -23,6 +23,16 @@ std::unique_ptr<Topology> make_topology(const config::NocParams& noc) {
   throw InputError("noc.topology: unknown topology '" + noc.topology + "' (crossbar)");
 }
 
+void MemorySystem::register_stats(traces::StatsRegistry& reg, const std::string& prefix) const {
+  reg.bind(prefix + ".gm.read_bytes", totals_.read_bytes, "bytes", "bytes the cores (or a replayed trace) read");
+  reg.bind(prefix + ".gm.write_bytes", totals_.write_bytes, "bytes", "bytes the cores (or a replayed trace) wrote");
+  reg.bind(prefix + ".gm.reads", totals_.reads, "count", "read requests");
+  reg.bind(prefix + ".gm.read_latency_cycles", totals_.read_latency_cycles, "cycles",
+           "read latency summed over read requests: from the request to its data (core clock)");
+  l2_.register_stats(reg, prefix + ".l2");
+  hbm_.register_stats(reg, prefix + ".hbm");
+}
+
 MemorySystem::MemorySystem(const config::ChipConfig& cfg, std::uint32_t cores)
     : cfg_(cfg),
       ns_per_cycle_(1e9 / cfg.clock.core_hz),

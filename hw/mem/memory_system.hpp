@@ -54,6 +54,8 @@ class MemorySystem final : public GmPort {
  public:
   MemorySystem(const config::ChipConfig& cfg, std::uint32_t cores);
   GmAccess access(const GmRequest& r) override;
+  // prefix.gm (read_bytes, write_bytes, reads, read_latency_cycles), prefix.l2.slice<i>.*, prefix.hbm.*.
+  void register_stats(traces::StatsRegistry& reg, const std::string& prefix) const override;
 
   // A request without a core port (trace replay): arrives at the L2 (or with use_l2 = false, at the memory
   // controllers) at `cycle`. Returns accepted and done cycles (fractional).

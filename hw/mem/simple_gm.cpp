@@ -5,6 +5,11 @@
 
 namespace npusim::hw::mem {
 
+void GmPort::register_stats(traces::StatsRegistry& reg, const std::string& prefix) const {
+  reg.bind(prefix + ".gm.read_bytes", read_bytes_, "bytes", "bytes the cores read from global memory");
+  reg.bind(prefix + ".gm.write_bytes", write_bytes_, "bytes", "bytes the cores wrote to global memory");
+}
+
 GmAccess SimpleGm::access(const GmRequest& r) {
   (r.write ? write_bytes_ : read_bytes_) += r.bytes;
   auto& free_at = (r.write ? write_free_ : read_free_).at(r.core);

@@ -6,13 +6,12 @@
 #include <cstring>
 
 #include "common/util/error.hpp"
-#include "firmware/kernel/report.hpp"
 #include "hw/isa/dtype.hpp"
 #include "stack/framework/onnx_import.hpp"
 #include "stack/graph/execute.hpp"
 #include "stack/graph/passes/passes.hpp"
+#include "stack/runtime/report.hpp"
 #include "stack/runtime/run_outputs.hpp"
-#include "stack/runtime/timeline.hpp"
 
 namespace npusim::stack::framework {
 
@@ -124,8 +123,8 @@ struct Session::Impl {
   double wall = 0;                      // host seconds spent simulating, all calls
   std::uint32_t last_first_task = 0;     // the last call's first task, for status()
 
-  Impl(config::LoadedConfig c, hw::core::Mode m, const std::string& trace, const std::string& summary)
-      : config(std::move(c)), mode(m), outputs(trace, summary, config.chip.clock.core_hz) {
+  Impl(config::LoadedConfig c, hw::core::Mode m, const runtime::OutputPaths& paths)
+      : config(std::move(c)), mode(m), outputs(paths, config.chip.clock.core_hz) {
     dev = std::make_unique<runtime::Device>(config.chip, mode, outputs.trace_factory());
   }
 
@@ -136,8 +135,8 @@ struct Session::Impl {
       dev->begin();
       begun = true;
     }
-    const fw::kernel::MemorySnapshot memory = fw::kernel::memory_snapshot(dev->chip());
-    const runtime::ReportWindow window = runtime::window_from_now(*dev, memory);
+    const traces::StatsRegistry::Snapshot stats = dev->chip().stats().snapshot();
+    const runtime::ReportWindow window = runtime::window_from_now(*dev, stats);
     last_first_task = window.first_task;
     const auto t0 = std::chrono::steady_clock::now();
     dev->call(host);
@@ -148,8 +147,8 @@ struct Session::Impl {
   }
 };
 
-Session::Session(config::LoadedConfig config, hw::core::Mode mode, const std::string& trace, const std::string& summary)
-    : impl_(std::make_unique<Impl>(std::move(config), mode, trace, summary)) {}
+Session::Session(config::LoadedConfig config, hw::core::Mode mode, const runtime::OutputPaths& outputs)
+    : impl_(std::make_unique<Impl>(std::move(config), mode, outputs)) {}
 
 Session::~Session() {
   // A session dropped without finish() (an error unwinding) ends quietly: its own error is the one to report.

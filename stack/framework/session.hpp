@@ -22,6 +22,7 @@
 #include "stack/graph/graph.hpp"
 #include "stack/graph/lower.hpp"
 #include "stack/ops/op.hpp"
+#include "stack/runtime/run_outputs.hpp"
 #include "stack/runtime/runtime.hpp"
 
 namespace npusim::stack::framework {
@@ -69,6 +70,7 @@ class Model {
   std::unique_ptr<Impl> impl_;
 };
 
+// NOLINTNEXTLINE(bugprone-exception-escape): clang-tidy sees a throw through nlohmann::json's implicit members
 struct RunResult {
   std::vector<std::vector<std::uint8_t>> outputs;  // functional mode: each output's bytes; timing-only: empty
   nlohmann::json report;
@@ -76,8 +78,8 @@ struct RunResult {
 
 class Session {
  public:
-  // Opens the trace and summary files now (a bad path is an error before anything is simulated); empty: none.
-  Session(config::LoadedConfig config, hw::core::Mode mode, const std::string& trace = "", const std::string& summary = "");
+  // Opens the trace file now (a bad path is an error before anything is simulated); empty paths: no output.
+  Session(config::LoadedConfig config, hw::core::Mode mode, const runtime::OutputPaths& outputs = {});
   ~Session();
   Session(const Session&) = delete;
   Session& operator=(const Session&) = delete;

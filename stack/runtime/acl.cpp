@@ -17,9 +17,9 @@
 #include "common/config/loader.hpp"
 #include "common/util/error.hpp"
 #include "stack/runtime/kernel_library.hpp"
+#include "stack/runtime/report.hpp"
 #include "stack/runtime/run_outputs.hpp"
 #include "stack/runtime/runtime.hpp"
-#include "stack/runtime/timeline.hpp"
 
 namespace rt = npusim::stack::runtime;
 
@@ -171,8 +171,9 @@ aclError aclrtSetDevice(int32_t deviceId) {
     else if (type == "mix") s.kernel_type = npusim::fw::kernel::KernelType::kMix;
     else throw npusim::InputError("NPUSIM_KERNEL_TYPE=" + type + ": vector, cube or mix");
     s.json_path = env("NPUSIM_JSON") ? env("NPUSIM_JSON") : "";
-    s.outputs = std::make_unique<rt::RunOutputs>(env("NPUSIM_TRACE") ? env("NPUSIM_TRACE") : "",
-                                                 env("NPUSIM_SUMMARY") ? env("NPUSIM_SUMMARY") : "",
+    s.outputs = std::make_unique<rt::RunOutputs>(rt::OutputPaths{env("NPUSIM_TRACE") ? env("NPUSIM_TRACE") : "",
+                                                                 env("NPUSIM_SUMMARY") ? env("NPUSIM_SUMMARY") : "",
+                                                                 env("NPUSIM_STATS") ? env("NPUSIM_STATS") : ""},
                                                  s.loaded->chip.clock.core_hz);
     s.dev = std::make_unique<rt::Device>(s.loaded->chip,
                                          mode == "functional" ? npusim::hw::core::Mode::kFunctional
@@ -403,7 +404,9 @@ aclError npusim_acl_launch(const npusim_sdk::EntryInfo* entry, uint32_t blockDim
     for (std::uint32_t i = 0; i < entry->argc; ++i) {
       if (k.kinds[i] != rt::ArgKind::kPointer || words[i] == 0) continue;
       std::uint64_t addr = 0;
-      if (!device("ACLRT_LAUNCH_KERNEL").chip().memory().device_address(reinterpret_cast<const void*>(words[i]), 0, addr)) {
+      // The launch passes pointers as words: back to the host pointer each was (the cast is the point).
+      const void* host = reinterpret_cast<const void*>(words[i]);  // NOLINT(performance-no-int-to-ptr)
+      if (!device("ACLRT_LAUNCH_KERNEL").chip().memory().device_address(host, 0, addr)) {
         throw npusim::InputError(std::string(entry->name) + ": argument " + std::to_string(i) +
                                  " is not device memory (pass pointers from aclrtMalloc)");
       }

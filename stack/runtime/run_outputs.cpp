@@ -1,15 +1,44 @@
 #include "stack/runtime/run_outputs.hpp"
 
+#include <filesystem>
+#include <fstream>
+
 #include "common/util/error.hpp"
 #include "stack/runtime/timeline.hpp"
 
 namespace npusim::stack::runtime {
 
-RunOutputs::RunOutputs(std::string trace, std::string summary, double core_hz)
-    : trace_(std::move(trace)), summary_(std::move(summary)), core_hz_(core_hz) {
-  if (trace_.empty()) return;
+namespace {
+
+// Whether two output paths name one file (after resolving "." and "..", and symlinks where the file exists).
+bool same_file(const std::string& a, const std::string& b) {
+  if (a.empty() || b.empty()) return false;
+  std::error_code ea, eb;
+  const auto ca = std::filesystem::weakly_canonical(a, ea), cb = std::filesystem::weakly_canonical(b, eb);
+  return ea || eb ? a == b : ca == cb;
+}
+
+}  // namespace
+
+RunOutputs::RunOutputs(OutputPaths paths, double core_hz) : paths_(std::move(paths)), core_hz_(core_hz) {
+  const std::pair<const char*, const std::string*> named[] = {
+      {"--trace", &paths_.trace}, {"--summary", &paths_.summary}, {"--stats", &paths_.stats}};
+  for (std::size_t i = 0; i < std::size(named); ++i)
+    for (std::size_t j = i + 1; j < std::size(named); ++j)
+      if (same_file(*named[i].second, *named[j].second))
+        throw InputError(std::string(named[i].first) + " and " + named[j].first + " name the same file '" +
+                         *named[j].second + "': give each output its own file");
+  // The files written at the end: a missing directory is an error now, before anything is simulated.
+  for (const auto& [option, path] : {named[1], named[2]}) {
+    if (path->empty()) continue;
+    const std::filesystem::path dir = std::filesystem::path(*path).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+      throw InputError(std::string(option) + " " + *path + ": the directory '" + dir.string() + "' does not exist");
+  }
+  if (paths_.trace.empty()) return;
   try {
-    writer_ = std::make_unique<traces::ChromeTraceWriter>(trace_);
+    writer_ = std::make_unique<traces::ChromeTraceWriter>(paths_.trace);
   } catch (const std::exception& e) {
     throw InputError(std::string("--trace: ") + e.what());
   }
@@ -29,16 +58,29 @@ void RunOutputs::finish(const Device& dev, nlohmann::json& report) {
     for (auto& t : tracers_) t->flush();
     write_runtime_trace(*writer_, dev, cores_);
     writer_->close();
-    report["trace"] = trace_;
+    report["trace"] = paths_.trace;
   }
-  if (!summary_.empty()) {
+  if (!paths_.summary.empty()) {
     try {
-      write_op_summary(summary_, dev);
+      write_op_summary(paths_.summary, dev);
     } catch (const std::exception& e) {
       throw InputError(std::string("--summary: ") + e.what());
     }
-    report["summary"] = summary_;
+    report["summary"] = paths_.summary;
   }
+  if (!paths_.stats.empty()) {
+    write_stats(paths_.stats, dev);
+    report["stats"] = paths_.stats;
+  }
+}
+
+void write_stats(const std::string& path, const Device& dev) {
+  const traces::StatsRegistry& reg = dev.chip().stats();
+  const nlohmann::json j = {{"config", dev.chip().config().name}, {"stats", reg.to_json()}, {"units", reg.describe()}};
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << j.dump(1) << "\n";
+  out.flush();
+  if (!out) throw InputError("--stats: cannot write '" + path + "'");
 }
 
 }  // namespace npusim::stack::runtime

@@ -90,3 +90,60 @@ TEST(RuntimeCli, FunctionalRunComputesEveryChunk) {
 }
 
 }  // namespace
+
+namespace {
+
+nlohmann::json read_json(const std::string& path) {
+  std::ifstream in(path);
+  return nlohmann::json::parse(in);
+}
+
+// Sums a pipe's stat over the cores (the entries with a `blocks` counter).
+std::uint64_t over_cores(const nlohmann::json& chip, const std::string& pipe, const std::string& key) {
+  std::uint64_t sum = 0;
+  for (const auto& [name, c] : chip.items())
+    if (c.contains("blocks") && c.contains(pipe)) sum += c[pipe][key].get<std::uint64_t>();
+  return sum;
+}
+
+TEST(RuntimeCli, StatsFileHoldsEveryComponentsCountersAndAgreesWithTheReport) {
+  const std::string path = ::testing::TempDir() + "npusim_softmax_stats.json";
+  const std::string args = "op softmax -p shape=64x1024 --dtype fp16 --json --stats " + path;
+  const nlohmann::json j = npusim_test::json_of_success(run(args), args);
+  EXPECT_EQ(j["stats"], path);
+  const nlohmann::json f = read_json(path);
+  EXPECT_EQ(f["config"], j["config"]);
+  const nlohmann::json& chip = f["stats"]["chip"];
+  // Softmax reads each row into UB once (MTE2) and writes it back once (MTE3): rows x cols x 2 bytes each way.
+  EXPECT_EQ(over_cores(chip, "mte2", "bytes"), 64u * 1024 * 2);
+  EXPECT_EQ(over_cores(chip, "mte3", "bytes"), 64u * 1024 * 2);
+  // The report's memory section is these counters over the run.
+  EXPECT_EQ(chip["gm"]["read_bytes"], j["memory"]["gm_read_bytes"]);
+  EXPECT_EQ(chip["hbm"]["read_bytes"], j["memory"]["hbm_read_bytes"]);
+  EXPECT_EQ(chip["hbm"]["activates"], j["memory"]["hbm_activates"]);
+  std::uint64_t blocks = 0;
+  for (const auto& [name, c] : chip.items())
+    if (c.contains("blocks")) blocks += c["blocks"].get<std::uint64_t>();
+  std::uint64_t block_dim = 0;
+  for (const auto& t : j["tasks"])
+    if (t["type"] == "kernel") block_dim += t["block_dim"].get<std::uint64_t>();
+  EXPECT_EQ(blocks, block_dim);
+  EXPECT_EQ(f["units"]["chip.aiv0.mte2.bytes"]["unit"], "bytes");
+  EXPECT_EQ(f["units"]["chip.hbm.activates"]["unit"], "count");
+}
+
+TEST(RuntimeCli, OutputsNamingOneFileOrAMissingDirectoryAreRefusedBeforeTheRun) {
+  const std::string dir = ::testing::TempDir();
+  npusim_test::expect_input_errors({
+      {"op softmax -p shape=8x64 --trace " + dir + "same.json --stats " + dir + "same.json",
+       "--trace and --stats name the same file"},
+      {"op softmax -p shape=8x64 --summary " + dir + "x.csv --stats " + dir + "./x.csv",
+       "--summary and --stats name the same file"},
+      {"kernel vector_add --trace " + dir + "t.json --summary " + dir + "t.json",
+       "--trace and --summary name the same file"},
+      {"op softmax -p shape=8x64 --stats /nonexistent-dir/s.json", "--stats /nonexistent-dir/s.json: the directory"},
+      {"op softmax -p shape=8x64 --summary /nonexistent-dir/s.csv", "--summary /nonexistent-dir/s.csv: the directory"},
+  });
+}
+
+}  // namespace

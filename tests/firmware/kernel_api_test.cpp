@@ -162,6 +162,50 @@ TEST(KernelApi, BlocksBeyondTheCoresRunInWavesAndComputeCorrectly) {
   for (std::size_t i = 0; i < y.size(); ++i) ASSERT_EQ(y[i], x[i] * 3.0f) << i;
 }
 
+TEST(KernelApi, CoresAddEachBlocksPipeStatisticsToTheChipsStats) {
+  const auto cfg = tiny();
+  fw::Platform chip(cfg, hw::core::Mode::kTimingOnly);
+  const std::uint64_t per_block = 512, blocks = 8;  // 4 AIV: two blocks each
+  LaunchSpec spec{"copy", KernelType::kVector, static_cast<std::uint32_t>(blocks), [=] {
+                    GlobalTensor<float> in, out;
+                    in.SetGlobalBuffer(GetBlockIdx() * per_block * 4);
+                    out.SetGlobalBuffer(0x100000 + GetBlockIdx() * per_block * 4);
+                    TPipe pipe;
+                    TQue<TPosition::VECIN, 1> q;
+                    pipe.InitBuffer(q, 1, per_block * 4);
+                    LocalTensor<float> a = q.AllocTensor<float>();
+                    DataCopy(a, in, per_block);
+                    q.EnQue(a);
+                    a = q.DeQue<float>();
+                    DataCopy(out, a, per_block);
+                    q.FreeTensor(a);
+                  }};
+  const LaunchResult r = chip.run_kernel(spec);
+  const traces::StatsRegistry& s = chip.chip().stats();
+  std::uint64_t mte2 = 0, mte3 = 0;
+  for (std::uint32_t c = 0; c < 4; ++c) {
+    const std::string core = "chip.aiv" + std::to_string(c);
+    EXPECT_EQ(s.count(core + ".blocks"), 2u) << core;
+    mte2 += s.count(core + ".mte2.bytes");
+    mte3 += s.count(core + ".mte3.bytes");
+    // The same busy cycles and instructions the task's records give, summed over the core's blocks.
+    std::uint64_t busy = 0, instructions = 0;
+    for (const CoreRun& run : r.runs) {
+      if (run.core != "aiv" + std::to_string(c)) continue;
+      busy += run.pipes[static_cast<int>(hw::isa::Pipe::kMte2)].busy;
+      instructions += run.pipes[static_cast<int>(hw::isa::Pipe::kMte2)].instructions;
+    }
+    EXPECT_EQ(s.count(core + ".mte2.busy_cycles"), busy) << core;
+    EXPECT_EQ(s.count(core + ".mte2.instructions"), instructions) << core;
+  }
+  const std::uint64_t total = per_block * blocks * 4;
+  EXPECT_EQ(mte2, total);
+  EXPECT_EQ(mte3, total);
+  EXPECT_EQ(s.count("chip.gm.read_bytes"), total);
+  EXPECT_EQ(s.count("chip.gm.write_bytes"), total);
+  EXPECT_EQ(s.count("chip.aic0.blocks"), 0u);  // a vector kernel leaves the AIC idle
+}
+
 TEST(KernelApi, ScalarAccessAfterAVectorToScalarFlag) {
   const auto cfg = tiny();
   fw::Platform chip(cfg, hw::core::Mode::kFunctional);

@@ -146,6 +146,28 @@ def test_reports_are_objects_with_the_json_keys():
     assert len(whole["tasks"]) >= len(r["tasks"]) and whole["time_us"] >= r["time_us"]
 
 
+def _summed_over_cores(stats, pipe, key):
+    return sum(c[pipe][key] for name, c in stats.chip.items() if isinstance(c, dict) and "blocks" in c and pipe in c)
+
+
+def test_stats_count_what_each_call_moved():
+    x = randn(3, 4096)
+    before = npusim.device().stats()
+    npusim.ops.relu(x)
+    after = npusim.device().stats()
+    r = npusim.device().last_report
+    # relu reads its input once into UB (MTE2) and writes its output once back (MTE3): x.nbytes each way.
+    assert _summed_over_cores(after, "mte2", "bytes") - _summed_over_cores(before, "mte2", "bytes") == x.nbytes
+    assert _summed_over_cores(after, "mte3", "bytes") - _summed_over_cores(before, "mte3", "bytes") == x.nbytes
+    # The report's memory section is the same counters over the call.
+    assert after.chip.gm.read_bytes - before.chip.gm.read_bytes == r.memory["gm_read_bytes"] == x.nbytes
+    assert after.chip.hbm.read_bytes - before.chip.hbm.read_bytes == r.memory["hbm_read_bytes"]
+    blocks = sum(c["blocks"] for c in after.chip.values() if isinstance(c, dict) and "blocks" in c)
+    kernel = next(t for t in r.tasks if t["type"] == "kernel")
+    assert blocks - sum(c["blocks"] for c in before.chip.values() if isinstance(c, dict) and "blocks" in c) == \
+        kernel["block_dim"]
+
+
 def test_the_device_timeline_goes_on_from_call_to_call():
     npusim.ops.relu(randn(4096))
     first = npusim.device().last_report["tasks"][0]["start_us"]

@@ -6,6 +6,8 @@
 #include "common/config/loader.hpp"
 #include "hw/chip/chip.hpp"
 
+#include <nlohmann/json.hpp>
+
 namespace npusim::hw::chip {
 namespace {
 
@@ -54,6 +56,66 @@ TEST(Chip, CoupledChipsHaveAiCoresAndNoCrossCoreHub) {
   Chip chip(cfg, core::Mode::kTimingOnly);
   EXPECT_EQ(chip.cores_of(core::CoreKind::kCoupled).size(), cfg.cores.ai_cores);
   EXPECT_EQ(chip.cores_of(core::CoreKind::kVector).size(), cfg.cores.vector_cores);
+}
+
+TEST(Chip, EveryComponentRegistersItsStats) {
+  const auto cfg = config::load_config("910b", {}).chip;
+  Chip chip(cfg, core::Mode::kTimingOnly);
+  const traces::StatsRegistry& s = chip.stats();
+  // Cores: their pipes only (an AIC has no Vector unit, an AIV no Cube), bytes on the data-moving pipes.
+  for (const char* path : {"chip.aic0.blocks", "chip.aic0.cube.busy_cycles", "chip.aic0.mte1.bytes",
+                           "chip.aic23.fixpipe.bytes", "chip.aiv47.mte2.bytes", "chip.aiv0.mte3.instructions",
+                           "chip.aiv0.vector.busy_cycles", "chip.aiv0.scalar.instructions"})
+    EXPECT_TRUE(s.has(path)) << path;
+  for (const char* path : {"chip.aic0.vector.busy_cycles", "chip.aiv0.cube.busy_cycles", "chip.aiv0.vector.bytes",
+                           "chip.aic24.blocks", "chip.aiv48.blocks"})
+    EXPECT_FALSE(s.has(path)) << path;
+  // The memory system: one entry per L2 slice of the config, the HBM, the cores' GM traffic; SDMA and host link.
+  EXPECT_TRUE(s.has("chip.l2.slice" + std::to_string(cfg.l2.slices - 1) + ".hits"));
+  EXPECT_FALSE(s.has("chip.l2.slice" + std::to_string(cfg.l2.slices) + ".hits"));
+  for (const char* path : {"chip.hbm.read_bytes", "chip.hbm.activates", "chip.gm.reads", "chip.gm.read_latency_cycles",
+                           "chip.sdma.bytes", "chip.host_link.h2d_bytes"})
+    EXPECT_TRUE(s.has(path)) << path;
+  // Every stat has a unit and a doc line.
+  const nlohmann::json described = s.describe();
+  for (const auto& [path, d] : described.items()) {
+    EXPECT_FALSE(d["unit"].get<std::string>().empty()) << path;
+    EXPECT_FALSE(d["doc"].get<std::string>().empty()) << path;
+  }
+}
+
+TEST(Chip, TheSimpleMemoryModelCountsOnlyGmBytes) {
+  const auto cfg = config::load_config("910b", {"sim.memory_model=simple"}).chip;
+  Chip chip(cfg, core::Mode::kTimingOnly);
+  EXPECT_TRUE(chip.stats().has("chip.gm.read_bytes"));
+  EXPECT_FALSE(chip.stats().has("chip.hbm.read_bytes"));
+  EXPECT_FALSE(chip.stats().has("chip.l2.slice0.hits"));
+}
+
+TEST(Chip, MemoryStatsCountLinesAndBytesAsTheyMove) {
+  const auto cfg = config::load_config("910b", {}).chip;
+  Chip chip(cfg, core::Mode::kTimingOnly);
+  mem::MemorySystem& ms = *chip.memory_system();
+  const traces::StatsRegistry& s = chip.stats();
+  const std::uint64_t line = cfg.l2.line_bytes, lines = 64;
+  // A cold read of 64 whole lines: every line misses once and is filled from HBM.
+  ms.access_direct(0, lines * line, false, 0, true);
+  std::uint64_t misses = 0, hits = 0;
+  for (std::uint64_t i = 0; i < cfg.l2.slices; ++i) {
+    misses += s.count("chip.l2.slice" + std::to_string(i) + ".misses");
+    hits += s.count("chip.l2.slice" + std::to_string(i) + ".hits");
+  }
+  EXPECT_EQ(misses, lines);
+  EXPECT_EQ(hits, 0u);
+  EXPECT_EQ(s.count("chip.hbm.read_bytes"), lines * line);
+  EXPECT_EQ(s.count("chip.gm.read_bytes"), lines * line);
+  EXPECT_EQ(s.count("chip.gm.reads"), 1u);
+  // preload() zeroes the L2's counters in place: they stay registered and count the hits that follow.
+  ms.preload(1 << 20, 4 * line);
+  ms.access_direct(1 << 20, 4 * line, false, 1e6, true);
+  hits = 0;
+  for (std::uint64_t i = 0; i < cfg.l2.slices; ++i) hits += s.count("chip.l2.slice" + std::to_string(i) + ".hits");
+  EXPECT_EQ(hits, 4u);
 }
 
 }  // namespace

@@ -48,5 +48,59 @@ TEST(Stats, ReferencesStayValid) {
   EXPECT_EQ(reg.to_json()["c0"], 5);
 }
 
+TEST(Stats, BoundCountersAreReadWhereTheComponentKeepsThem) {
+  StatsRegistry reg;
+  std::uint64_t bytes = 0;
+  double latency = 0;
+  reg.bind("chip.hbm.read_bytes", bytes, "bytes", "read");
+  reg.bind("chip.gm.read_latency_cycles", latency, "cycles", "summed latency");
+  Counter& blocks = reg.counter("chip.aiv0.blocks", "count", "blocks");
+  bytes = 4096;
+  latency = 12.5;
+  blocks.add(3);
+  EXPECT_EQ(reg.count("chip.hbm.read_bytes"), 4096u);
+  EXPECT_EQ(reg.count("chip.aiv0.blocks"), 3u);
+  EXPECT_DOUBLE_EQ(reg.real("chip.gm.read_latency_cycles"), 12.5);
+  EXPECT_DOUBLE_EQ(reg.real("chip.hbm.read_bytes"), 4096.0);  // a counter reads as a real too
+  EXPECT_EQ(reg.to_json()["chip"]["hbm"]["read_bytes"], 4096);
+  EXPECT_TRUE(reg.to_json()["chip"]["hbm"]["read_bytes"].is_number_unsigned());
+  EXPECT_EQ(reg.describe()["chip.gm.read_latency_cycles"]["unit"], "cycles");
+  // A bound path clashes with a registered one like any other.
+  EXPECT_THROW(reg.bind("chip.hbm.read_bytes", bytes, "", ""), std::logic_error);
+  EXPECT_THROW(reg.bind("chip.aiv0.blocks.x", bytes, "", ""), std::logic_error);
+}
+
+TEST(Stats, ReadingAPathThatIsNotAValueNamesIt) {
+  StatsRegistry reg;
+  reg.distribution("lat", "cycles", "");
+  reg.scalar("util", "ratio", "");
+  try {
+    reg.count("missing.path");
+    FAIL() << "no error";
+  } catch (const std::out_of_range& e) {
+    EXPECT_NE(std::string(e.what()).find("missing.path"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(reg.count("util"), std::out_of_range);  // a scalar is not a counter
+  EXPECT_THROW(reg.real("lat"), std::out_of_range);
+  EXPECT_TRUE(reg.has("lat"));
+  EXPECT_FALSE(reg.has("missing.path"));
+}
+
+TEST(Stats, ASnapshotKeepsTheValuesOfItsMoment) {
+  StatsRegistry reg;
+  std::uint64_t bytes = 100;
+  reg.bind("hbm.bytes", bytes, "bytes", "");
+  Scalar& s = reg.scalar("util", "ratio", "");
+  s.set(0.25);
+  const StatsRegistry::Snapshot then = reg.snapshot();
+  bytes = 164;
+  s.set(0.5);
+  reg.counter("late", "count", "").add(7);
+  EXPECT_EQ(then.count("hbm.bytes"), 100u);
+  EXPECT_EQ(reg.count("hbm.bytes") - then.count("hbm.bytes"), 64u);
+  EXPECT_DOUBLE_EQ(then.real("util"), 0.25);
+  EXPECT_EQ(then.count("late"), 0u);  // registered after the snapshot: nothing counted before it
+}
+
 }  // namespace
 }  // namespace npusim::traces

@@ -82,9 +82,9 @@ class PySession {
           "npusim simulates one device per process (SystemC elaborates one chip per process) and this process has "
           "already started one; run another configuration in another process (docs/python.md)");
     npusim::config::LoadedConfig loaded = npusim::config::load_config(config, sets);
-    session_ = std::make_unique<fw::Session>(std::move(loaded),
-                                             functional ? npusim::hw::core::Mode::kFunctional : npusim::hw::core::Mode::kTimingOnly,
-                                             trace, summary);
+    session_ = std::make_unique<fw::Session>(
+        std::move(loaded), functional ? npusim::hw::core::Mode::kFunctional : npusim::hw::core::Mode::kTimingOnly,
+        npusim::stack::runtime::OutputPaths{trace, summary, ""});
     g_session_started = true;
   }
 
@@ -151,6 +151,7 @@ PYBIND11_MODULE(_core, m) {
   // the file, key or node in their message.
   static py::exception<npusim::InputError> input_error(m, "InputError", PyExc_ValueError);
   static py::exception<npusim::hw::core::KernelError> device_error(m, "DeviceError", PyExc_RuntimeError);
+  // NOLINTNEXTLINE(performance-unnecessary-value-param): pybind11's translator signature takes it by value
   py::register_exception_translator([](std::exception_ptr p) {
     try {
       if (p) std::rethrow_exception(p);
@@ -176,8 +177,9 @@ PYBIND11_MODULE(_core, m) {
       .def("graph_report", [](const fw::Model& mo) { return mo.graph_report().dump(); });
 
   py::class_<PySession>(m, "Session")
-      .def(py::init<const std::string&, const std::vector<std::string>&, bool, const std::string&, const std::string&>(),
-           py::arg("config"), py::arg("sets"), py::arg("functional"), py::arg("trace"), py::arg("summary"))
+      .def(
+          py::init<const std::string&, const std::vector<std::string>&, bool, const std::string&, const std::string&>(),
+          py::arg("config"), py::arg("sets"), py::arg("functional"), py::arg("trace"), py::arg("summary"))
       .def("chip_name", [](PySession& s) { return s.s().chip().name; })
       .def("functional", [](PySession& s) { return s.s().functional(); })
       .def("finished", [](PySession& s) { return s.s().finished(); })
@@ -188,8 +190,8 @@ PYBIND11_MODULE(_core, m) {
              return fw::Model::from_file(path, s.s().chip(), o);
            })
       .def("compile_bytes",
-           [](PySession& s, const py::bytes& bytes, const std::string& what, const std::map<std::string, std::int64_t>& dims,
-              bool fusion, std::uint32_t streams) {
+           [](PySession& s, const py::bytes& bytes, const std::string& what,
+              const std::map<std::string, std::int64_t>& dims, bool fusion, std::uint32_t streams) {
              fw::CompileOptions o{dims, fusion, streams};
              return fw::Model::from_bytes(std::string(bytes), what, s.s().chip(), o);
            })
@@ -197,6 +199,7 @@ PYBIND11_MODULE(_core, m) {
       .def("run_op", &PySession::run_op)
       .def("status", [](PySession& s) { return s.s().status().dump(); })
       .def("report", [](PySession& s) { return s.s().report().dump(); })
+      .def("stats", [](PySession& s) { return s.s().device().chip().stats().to_json().dump(); })
       .def("finish", &PySession::finish);
 
   m.def("list_ops", [] {

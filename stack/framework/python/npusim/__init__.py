@@ -217,6 +217,12 @@ class Device:
         with _lock:
             return Report.parse(self._s.status())
 
+    def stats(self) -> Report:
+        """Every component's statistics so far, nested by place: stats().chip.aiv0.mte2.bytes (docs/metrics.md,
+        "Statistics"). Counters only grow: subtract two snapshots to count what happened between them."""
+        with _lock:
+            return Report.parse(self._s.stats())
+
     def synchronize(self):
         """Every call waits for its tasks, so the device is idle between calls: nothing to wait for."""
 
