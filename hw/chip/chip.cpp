@@ -2,6 +2,8 @@
 
 #include <string>
 
+#include "common/util/arith.hpp"
+
 namespace npusim::hw::chip {
 
 using core::CoreKind;
@@ -23,19 +25,19 @@ Chip::Chip(const config::ChipConfig& cfg, core::Mode mode, const TraceFactory& t
   if (cfg_.split()) {
     const std::uint64_t k = std::max<std::uint64_t>(cfg_.cores.aiv_per_aic, 1);
     for (std::uint64_t i = 0; i < cfg_.cores.aic; ++i)
-      slots.push_back({CoreKind::kCube, "aic" + std::to_string(i), static_cast<std::uint32_t>(i)});
+      slots.push_back({CoreKind::kCube, "aic" + std::to_string(i), narrow<std::uint32_t>(i)});
     for (std::uint64_t i = 0; i < cfg_.cores.aiv; ++i)
-      slots.push_back({CoreKind::kVector, "aiv" + std::to_string(i), static_cast<std::uint32_t>(i / k)});
+      slots.push_back({CoreKind::kVector, "aiv" + std::to_string(i), narrow<std::uint32_t>(i / k)});
   } else {
     for (std::uint64_t i = 0; i < cfg_.cores.ai_cores; ++i)
-      slots.push_back({CoreKind::kCoupled, "core" + std::to_string(i), static_cast<std::uint32_t>(i)});
+      slots.push_back({CoreKind::kCoupled, "core" + std::to_string(i), narrow<std::uint32_t>(i)});
     for (std::uint64_t i = 0; i < cfg_.cores.vector_cores; ++i)
-      slots.push_back({CoreKind::kVector, "vec" + std::to_string(i), static_cast<std::uint32_t>(cfg_.cores.ai_cores + i)});
+      slots.push_back({CoreKind::kVector, "vec" + std::to_string(i), narrow<std::uint32_t>(cfg_.cores.ai_cores + i)});
   }
   if (cfg_.sim.memory_model == "simple") {
-    gm_ = std::make_unique<mem::SimpleGm>(cfg_.simple_gm, static_cast<std::uint32_t>(slots.size()));
+    gm_ = std::make_unique<mem::SimpleGm>(cfg_.simple_gm, narrow<std::uint32_t>(slots.size()));
   } else {
-    auto ms = std::make_unique<mem::MemorySystem>(cfg_, static_cast<std::uint32_t>(slots.size()));
+    auto ms = std::make_unique<mem::MemorySystem>(cfg_, narrow<std::uint32_t>(slots.size()));
     memory_system_ = ms.get();
     gm_ = std::move(ms);
   }
@@ -46,10 +48,9 @@ Chip::Chip(const config::ChipConfig& cfg, core::Mode mode, const TraceFactory& t
     std::vector<core::CrossCoreHub::Member> members;
     members.reserve(slots.size());
     for (const Slot& s : slots) members.push_back({s.kind, s.group});
-    hub_ = std::make_unique<core::CrossCoreHub>(
-        members, static_cast<std::uint32_t>(cfg_.flags.cross_core_ids),
-        static_cast<std::uint32_t>(cfg_.flags.cross_core_max_pending),
-        [this](std::uint32_t c) { cores_.at(c)->notify_cross(); });
+    hub_ = std::make_unique<core::CrossCoreHub>(members, narrow<std::uint32_t>(cfg_.flags.cross_core_ids),
+                                                narrow<std::uint32_t>(cfg_.flags.cross_core_max_pending),
+                                                [this](std::uint32_t c) { cores_.at(c)->notify_cross(); });
   }
   for (std::size_t i = 0; i < slots.size(); ++i) {
     core::CoreIdentity id{static_cast<std::uint32_t>(i), slots[i].kind, slots[i].name, 0};

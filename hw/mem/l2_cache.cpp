@@ -1,5 +1,6 @@
 #include "hw/mem/l2_cache.hpp"
 
+#include "common/util/arith.hpp"
 #include "common/util/error.hpp"
 
 namespace npusim::hw::mem {
@@ -94,8 +95,8 @@ void L2Cache::register_stats(traces::StatsRegistry& reg, const std::string& pref
 
 L2Cache::L2Cache(const config::L2Params& p)
     : line_(p.line_bytes),
-      slices_(static_cast<std::uint32_t>(p.slices)),
-      ways_(static_cast<std::uint32_t>(p.ways)),
+      slices_(narrow<std::uint32_t>(p.slices)),
+      ways_(narrow<std::uint32_t>(p.ways)),
       sets_(p.capacity / p.line_bytes / p.slices / p.ways),
       hash_(make_slice_hash(p.slice_hash, slices_)),
       stats_(slices_) {

@@ -240,6 +240,9 @@ std::vector<std::uint64_t> strides_of(const Shape& s) {
 
 std::vector<std::int64_t> parse_ints(const std::string& op, const std::string& key, const std::string& text) {
   std::vector<std::int64_t> out;
+  const auto not_an_integer = [&](const std::string& part) {
+    return InputError(op + ": " + key + "='" + text + "': '" + part + "' is not an integer");
+  };
   std::stringstream ss(text);
   for (std::string part; std::getline(ss, part, ',');) {
     std::size_t pos = 0;
@@ -249,7 +252,7 @@ std::vector<std::int64_t> parse_ints(const std::string& op, const std::string& k
     } catch (const std::exception&) {
       pos = 0;
     }
-    if (pos == 0 || pos != part.size()) throw InputError(op + ": " + key + "='" + text + "': '" + part + "' is not an integer");
+    if (pos == 0 || pos != part.size()) throw not_an_integer(part);
     out.push_back(v);
   }
   return out;
@@ -464,13 +467,13 @@ OpDef copy_op(const std::string& name, ParseFn parse, JobsFn call, const std::st
     OpPlan plan;
     for (const Shape& s : c.outputs) plan.outputs.push_back({s, t});
     plan.type = KernelType::kVector;
-    plan.block_dim = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(units, chip.vector_units())));
+    plan.block_dim = u32(std::max<std::uint64_t>(1, std::min<std::uint64_t>(units, chip.vector_units())));
     plan.tiling = {{"tiles", static_cast<double>(units)}, {"jobs", static_cast<double>(a.jobs.size())},
                    {"stage_bytes", static_cast<double>(a.stage_bytes)}};
     // An expand of the innermost dim fills rows in the UB instead (splat_kernel).
     if (name == "expand" && a.jobs.size() == 1) {
       if (const auto sp = splat_of(a.jobs[0], es, a.stage_bytes)) {
-        plan.block_dim = static_cast<std::uint32_t>(std::max<std::uint64_t>(1, std::min<std::uint64_t>(sp->units, chip.vector_units())));
+        plan.block_dim = u32(std::max<std::uint64_t>(1, std::min<std::uint64_t>(sp->units, chip.vector_units())));
         plan.tiling = {{"tiles", static_cast<double>(sp->units)}, {"splat_row", static_cast<double>(sp->len)},
                        {"stage_bytes", static_cast<double>(a.stage_bytes)}};
         plan.kernel = [sp = *sp, t](const std::vector<std::uint64_t>& buf) -> std::function<void()> {

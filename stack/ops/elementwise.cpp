@@ -58,7 +58,7 @@ void column_kernel(Bin op, GM_ADDR a, GM_ADDR b, GM_ADDR out, std::uint64_t n, s
     qb.EnQue(lb);
     la = qa.DeQue<T>();
     lb = qb.DeQue<T>();
-    Brcb(bc, lb, static_cast<std::uint8_t>(ceil_div(nr, 8)), BrcbRepeatParams{1, 8});
+    Brcb(bc, lb, u8(ceil_div(nr, 8)), BrcbRepeatParams{1, 8});
     qb.FreeTensor(lb);
     LocalTensor<T> lo = qo.AllocTensor<T>();
     const BinaryRepeatParams p{1, 1, 0, 8, 8, 0};
@@ -66,10 +66,10 @@ void column_kernel(Bin op, GM_ADDR a, GM_ADDR b, GM_ADDR out, std::uint64_t n, s
       const LocalTensor<T> d = lo[i * row], s = la[i * row], v = bc[i * (32 / es)];
       auto apply = [&](std::uint64_t off, std::uint64_t mask, std::uint64_t rep) {
         switch (op) {
-          case Bin::kAdd: Add(d[off], s[off], v, mask, static_cast<std::uint8_t>(rep), p); break;
-          case Bin::kSub: Sub(d[off], s[off], v, mask, static_cast<std::uint8_t>(rep), p); break;
-          case Bin::kMul: Mul(d[off], s[off], v, mask, static_cast<std::uint8_t>(rep), p); break;
-          case Bin::kDiv: Div(d[off], s[off], v, mask, static_cast<std::uint8_t>(rep), p); break;
+          case Bin::kAdd: Add(d[off], s[off], v, mask, u8(rep), p); break;
+          case Bin::kSub: Sub(d[off], s[off], v, mask, u8(rep), p); break;
+          case Bin::kMul: Mul(d[off], s[off], v, mask, u8(rep), p); break;
+          case Bin::kDiv: Div(d[off], s[off], v, mask, u8(rep), p); break;
         }
       };
       for (std::uint64_t k = 0; k < full; k += 255) apply(k * lanes, lanes, std::min<std::uint64_t>(255, full - k));
@@ -136,8 +136,7 @@ void binary_kernel(Bin op, GM_ADDR a, GM_ADDR b, GM_ADDR out, std::uint64_t n, s
     LocalTensor<T> la = qa.AllocTensor<T>();
     GlobalTensor<T> g;
     g.SetGlobalBuffer(a + (row0 + r) * period * sizeof(T));
-    DataCopyPad(la, g, DataCopyExtParams{static_cast<std::uint16_t>(nr), static_cast<std::uint32_t>(period * sizeof(T)), 0, 0},
-                DataCopyPadExtParams<T>{});
+    DataCopyPad(la, g, DataCopyExtParams{u16(nr), u32(period * sizeof(T)), 0, 0}, DataCopyPadExtParams<T>{});
     qa.EnQue(la);
     la = qa.DeQue<T>();
     LocalTensor<T> lo = qo.AllocTensor<T>();
@@ -147,7 +146,7 @@ void binary_kernel(Bin op, GM_ADDR a, GM_ADDR b, GM_ADDR out, std::uint64_t n, s
     lo = qo.DeQue<T>();
     GlobalTensor<T> go;
     go.SetGlobalBuffer(out + (row0 + r) * period * sizeof(T));
-    DataCopyPad(go, lo, DataCopyExtParams{static_cast<std::uint16_t>(nr), static_cast<std::uint32_t>(period * sizeof(T)), 0, 0});
+    DataCopyPad(go, lo, DataCopyExtParams{u16(nr), u32(period * sizeof(T)), 0, 0});
     qo.FreeTensor(lo);
   }
 }
@@ -183,7 +182,7 @@ OpDef binary_op(const std::string& name, Bin op) {
       plan.type = KernelType::kVector;
       const std::uint64_t per_block = ceil_div(rows, chip.vector_units());
       const std::uint64_t tile = (chip.buffers.ub.size - 4096) / (4 * size) / 16 * 16;  // two in, two out buffers
-      plan.block_dim = static_cast<std::uint32_t>(ceil_div(rows, per_block));
+      plan.block_dim = u32(ceil_div(rows, per_block));
       plan.tiling = {{"tile_elements", static_cast<double>(tile)}, {"rows_per_block", static_cast<double>(per_block)},
                      {"column_broadcast", 1.0}};
       plan.kernel = [=](const std::vector<std::uint64_t>& buf) -> std::function<void()> {
@@ -216,7 +215,7 @@ OpDef binary_op(const std::string& name, Bin op) {
     const std::uint64_t unit = stream ? 32 / size : period;
     const std::uint64_t units = ceil_div(n, unit);
     const std::uint64_t per_block = ceil_div(units, cores) * unit;
-    plan.block_dim = static_cast<std::uint32_t>(ceil_div(n, per_block));
+    plan.block_dim = u32(ceil_div(n, per_block));
     plan.tiling = {{"tile_elements", static_cast<double>(tile)}, {"per_block", static_cast<double>(per_block)},
                    {"broadcast_period", static_cast<double>(period)}, {"streams_b", stream ? 1.0 : 0.0}};
     plan.kernel = [=](const std::vector<std::uint64_t>& buf) -> std::function<void()> {

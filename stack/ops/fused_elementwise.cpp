@@ -495,7 +495,7 @@ OpDef fused_elementwise_op() {
     OpPlan plan;
     plan.outputs = {{fc.shape, t}};
     plan.type = KernelType::kVector;
-    plan.block_dim = static_cast<std::uint32_t>(ceil_div(a.n, a.per_block));
+    plan.block_dim = u32(ceil_div(a.n, a.per_block));
     plan.tiling = {{"tile_elements", static_cast<double>(a.tile)}, {"per_block", static_cast<double>(a.per_block)},
                    {"registers", static_cast<double>(prog->registers)}, {"instructions", static_cast<double>(prog->code.size())}};
     plan.kernel = [a, t](const std::vector<std::uint64_t>& buf) -> std::function<void()> {

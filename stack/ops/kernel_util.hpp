@@ -24,7 +24,7 @@ void copy_in(const LocalTensor<T>& dst, GM_ADDR src, std::uint64_t n) {
   if ((n * sizeof(T)) % 32 == 0) {
     DataCopy(dst, g, n);
   } else {
-    DataCopyPad(dst, g, DataCopyExtParams{1, static_cast<std::uint32_t>(n * sizeof(T)), 0, 0}, DataCopyPadExtParams<T>{});
+    DataCopyPad(dst, g, DataCopyExtParams{1, u32(n * sizeof(T)), 0, 0}, DataCopyPadExtParams<T>{});
   }
 }
 template <class T>
@@ -34,7 +34,7 @@ void copy_out(GM_ADDR dst, const LocalTensor<T>& src, std::uint64_t n) {
   if ((n * sizeof(T)) % 32 == 0) {
     DataCopy(g, src, n);
   } else {
-    DataCopyPad(g, src, DataCopyExtParams{1, static_cast<std::uint32_t>(n * sizeof(T)), 0, 0});
+    DataCopyPad(g, src, DataCopyExtParams{1, u32(n * sizeof(T)), 0, 0});
   }
 }
 
@@ -52,9 +52,7 @@ void copy_rows_in(const LocalTensor<T>& dst, GM_ADDR src, std::uint64_t rows, st
   GlobalTensor<T> g;
   g.SetGlobalBuffer(src);
   const std::uint64_t gap = ub_stride ? (ub_stride - ub_row<T>(n)) * sizeof(T) / 32 : 0;
-  DataCopyPad(dst, g,
-              DataCopyExtParams{static_cast<std::uint16_t>(rows), static_cast<std::uint32_t>(n * sizeof(T)),
-                                static_cast<std::uint32_t>((gm_stride - n) * sizeof(T)), static_cast<std::uint32_t>(gap)},
+  DataCopyPad(dst, g, DataCopyExtParams{u16(rows), u32(n * sizeof(T)), u32((gm_stride - n) * sizeof(T)), u32(gap)},
               DataCopyPadExtParams<T>{});
 }
 template <class T>
@@ -63,9 +61,7 @@ void copy_rows_out(GM_ADDR dst, const LocalTensor<T>& src, std::uint64_t rows, s
   GlobalTensor<T> g;
   g.SetGlobalBuffer(dst);
   const std::uint64_t gap = ub_stride ? (ub_stride - ub_row<T>(n)) * sizeof(T) / 32 : 0;
-  DataCopyPad(g, src,
-              DataCopyExtParams{static_cast<std::uint16_t>(rows), static_cast<std::uint32_t>(n * sizeof(T)),
-                                static_cast<std::uint32_t>(gap), static_cast<std::uint32_t>((gm_stride - n) * sizeof(T))});
+  DataCopyPad(g, src, DataCopyExtParams{u16(rows), u32(n * sizeof(T)), u32(gap), u32((gm_stride - n) * sizeof(T))});
 }
 
 // Casts between the op's element type and fp32 (a copy when T is fp32).

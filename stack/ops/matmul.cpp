@@ -68,8 +68,6 @@ TileAt tile_at(const MatmulArgs& g, std::uint32_t t) {
   return at;
 }
 
-std::uint16_t u16(std::uint64_t v) { return static_cast<std::uint16_t>(v); }
-
 // One L1 step of a tile: K columns [kk0, kk0 + kl) of its A rows and B columns.
 struct L1Step {
   std::uint32_t tile, local, kk0, kl;
@@ -132,8 +130,8 @@ class CubeSide {
     const TileAt at = tile_at(g_, st.tile);
     const GlobalTensor<T> ga = matrix(g_.a, at.batch, static_cast<std::uint64_t>(s_.M) * s_.K);
     const GlobalTensor<T> gb = matrix(g_.b, at.batch, static_cast<std::uint64_t>(s_.K) * s_.N);
-    const std::uint32_t mt16 = static_cast<std::uint32_t>(ceil_to(at.mt, 16)), nt16 = static_cast<std::uint32_t>(ceil_to(at.nt, 16));
-    const std::uint32_t kl16 = static_cast<std::uint32_t>(ceil_to(st.kl, 16));
+    const std::uint32_t mt16 = u32(ceil_to(at.mt, 16)), nt16 = u32(ceil_to(at.nt, 16));
+    const std::uint32_t kl16 = u32(ceil_to(st.kl, 16));
     LocalTensor<T> a1 = qa1_.template AllocTensor<T>(), b1 = qb1_.template AllocTensor<T>();
     if (!s_.trans_a) {  // A is M x K: rows of the tile, K columns
       DataCopy(a1, ga[static_cast<std::uint64_t>(at.m0) * s_.K + st.kk0],
@@ -160,8 +158,7 @@ class CubeSide {
     GlobalTensor<T> gbias;
     gbias.SetGlobalBuffer(g_.bias + static_cast<std::uint64_t>(at.n0) * kEs);
     LocalTensor<T> b1 = qbias1_.template AllocTensor<T>();
-    DataCopyPad(b1, gbias, DataCopyExtParams{1, static_cast<std::uint32_t>(at.nt * kEs), 0, 0},
-                DataCopyPadExtParams<T>{});
+    DataCopyPad(b1, gbias, DataCopyExtParams{1, u32(at.nt * kEs), 0, 0}, DataCopyPadExtParams<T>{});
     qbias1_.EnQue(b1);
     b1 = qbias1_.template DeQue<T>();
     bt_ = qbt_.template AllocTensor<float>();
@@ -173,26 +170,29 @@ class CubeSide {
 
   // One L1 step: its K range in base_k slices through L0A/L0B into the Cube.
   void multiply_step(const L1Step& st, const TileAt& at) {
-    const std::uint32_t M1 = static_cast<std::uint32_t>(ceil_div(at.mt, 16)), N1 = static_cast<std::uint32_t>(ceil_div(at.nt, 16));
-    const std::uint32_t KL1 = static_cast<std::uint32_t>(ceil_div(st.kl, 16));
+    const std::uint32_t M1 = u32(ceil_div(at.mt, 16)), N1 = u32(ceil_div(at.nt, 16));
+    const std::uint32_t KL1 = u32(ceil_div(st.kl, 16));
     LocalTensor<T> a1 = qa1_.template DeQue<T>(), b1 = qb1_.template DeQue<T>();
     for (std::uint32_t k0 = 0; k0 < st.kl; k0 += t_.base_k) {
       const std::uint32_t kt = std::min(t_.base_k, st.kl - k0);
-      const std::uint32_t k1 = static_cast<std::uint32_t>(ceil_div(kt, 16)), fk0 = k0 / 16;
+      const std::uint32_t k1 = u32(ceil_div(kt, 16)), fk0 = k0 / 16;
       LocalTensor<T> a2 = qa2_.template AllocTensor<T>(), b2 = qb2_.template AllocTensor<T>();
       // L0A wants fractal (fm, fk) at fm * k1 + fk, 16 m-rows x 16 k inside.
       for (std::uint32_t fm = 0; fm < M1; ++fm) {
         if (!s_.trans_a)  // L1 holds (fk, fm) at fk * M1 + fm
-          LoadData(a2[static_cast<std::uint64_t>(fm) * k1 * 256], a1, LoadData2DParams{u16(fk0 * M1 + fm), static_cast<std::uint8_t>(k1), u16(M1), false});
+          LoadData(a2[static_cast<std::uint64_t>(fm) * k1 * 256], a1,
+                   LoadData2DParams{u16(fk0 * M1 + fm), u8(k1), u16(M1), false});
         else  // L1 holds (fm, fk) at fm * KL1 + fk, 16 k-rows x 16 m inside
-          LoadData(a2[static_cast<std::uint64_t>(fm) * k1 * 256], a1, LoadData2DParams{u16(fm * KL1 + fk0), static_cast<std::uint8_t>(k1), 1, true});
+          LoadData(a2[static_cast<std::uint64_t>(fm) * k1 * 256], a1,
+                   LoadData2DParams{u16(fm * KL1 + fk0), u8(k1), 1, true});
       }
       // L0B wants (fk, fn) at fk * N1 + fn, stored 16 n-rows x 16 k.
       if (!s_.trans_b) {  // L1 holds (fn, fk) at fn * KL1 + fk, 16 k-rows x 16 n
         for (std::uint32_t fk = 0; fk < k1; ++fk)
-          LoadData(b2[static_cast<std::uint64_t>(fk) * N1 * 256], b1, LoadData2DParams{u16(fk0 + fk), static_cast<std::uint8_t>(N1), u16(KL1), true});
+          LoadData(b2[static_cast<std::uint64_t>(fk) * N1 * 256], b1,
+                   LoadData2DParams{u16(fk0 + fk), u8(N1), u16(KL1), true});
       } else {  // L1 holds (fk, fn) at fk * N1 + fn already as L0B wants it
-        LoadData(b2, b1, LoadData2DParams{u16(fk0 * N1), static_cast<std::uint8_t>(k1 * N1), 1, false});
+        LoadData(b2, b1, LoadData2DParams{u16(fk0 * N1), u8(k1 * N1), 1, false});
       }
       qa2_.EnQue(a2);
       qb2_.EnQue(b2);
@@ -353,7 +353,7 @@ MatmulTiling plan_tiling(const MatmulShape& s, std::uint64_t es, const config::C
   const std::uint64_t cores = chip.cube_cores();
   MatmulTiling best;
   double best_cost = 0;
-  const std::uint32_t max_m = static_cast<std::uint32_t>(ceil_to(s.M, 16)), max_n = static_cast<std::uint32_t>(ceil_to(s.N, 16));
+  const std::uint32_t max_m = u32(ceil_to(s.M, 16)), max_n = u32(ceil_to(s.N, 16));
   for (std::uint32_t bm = 16; bm <= std::min<std::uint32_t>(max_m, 512); bm *= 2) {
     for (std::uint32_t bn = 16; bn <= std::min<std::uint32_t>(max_n, 512); bn *= 2) {
       const std::uint32_t m = std::min(bm, max_m), n = std::min(bn, max_n);
@@ -365,14 +365,14 @@ MatmulTiling plan_tiling(const MatmulShape& s, std::uint64_t es, const config::C
       const std::uint32_t l0c_buffers = 2 * acc <= buf.l0c.size ? 2 : 1;
       // base_k: the largest multiple of 16 whose double buffers fit L0A and L0B.
       const std::uint64_t kmax = std::min(buf.l0a.size / (2 * m * es), buf.l0b.size / (2 * n * es));
-      std::uint32_t k = static_cast<std::uint32_t>(std::min<std::uint64_t>(kmax / 16 * 16, ceil_to(s.K, 16)));
+      std::uint32_t k = u32(std::min<std::uint64_t>(kmax / 16 * 16, ceil_to(s.K, 16)));
       k = std::min<std::uint32_t>(k, 255 / std::max<std::uint32_t>(1, n / 16) * 16);  // one LoadData per L0B
       if (k < 16) continue;
       // step_k: as many base_k as the double-buffered A1/B1 (and a bias row) leave room for in L1.
       const std::uint64_t l1 = buf.l1.size - (s.bias ? ceil_to(n * es, 32) : 0);
       const std::uint64_t steps = l1 / (2 * (m + n) * es * k);
       if (steps == 0) continue;
-      const std::uint32_t step = static_cast<std::uint32_t>(std::min<std::uint64_t>(steps * k, ceil_to(s.K, k)));
+      const std::uint32_t step = u32(std::min<std::uint64_t>(steps * k, ceil_to(s.K, k)));
       const std::uint64_t tiles = static_cast<std::uint64_t>(s.batch) * ceil_div(s.M, m) * ceil_div(s.N, n);
       const double waves = std::ceil(static_cast<double>(tiles) / static_cast<double>(cores));
       const double cube = static_cast<double>(ceil_div(m, 16) * ceil_div(n, 16) * ceil_div(s.K, 16));
@@ -391,19 +391,20 @@ MatmulTiling plan_tiling(const MatmulShape& s, std::uint64_t es, const config::C
     }
   }
   if (best.base_m == 0) throw InputError("matmul: no tile fits the L0/L1 buffers of chip " + chip.name);
-  best.tiles_m = static_cast<std::uint32_t>(ceil_div(s.M, best.base_m));
-  best.tiles_n = static_cast<std::uint32_t>(ceil_div(s.N, best.base_n));
+  best.tiles_m = u32(ceil_div(s.M, best.base_m));
+  best.tiles_n = u32(ceil_div(s.N, best.base_n));
   // A window of `cores` tiles about as tall as it is wide: group_m x base_m ~ (cores / group_m) x base_n.
-  best.group_m = static_cast<std::uint32_t>(std::clamp<double>(
+  best.group_m = static_cast<std::uint32_t>(std::clamp<double>(  // in [1, tiles_m]
       std::round(std::sqrt(static_cast<double>(cores) * best.base_n / best.base_m)), 1.0, best.tiles_m));
-  best.block_dim = static_cast<std::uint32_t>(std::min<std::uint64_t>(cores, static_cast<std::uint64_t>(s.batch) * best.tiles_m * best.tiles_n));
+  best.block_dim =
+      u32(std::min<std::uint64_t>(cores, static_cast<std::uint64_t>(s.batch) * best.tiles_m * best.tiles_n));
   best.bias_table = s.bias && buf.bias_table.size >= best.base_n * 4ULL;
   best.vector_epilogue = (s.act != Activation::kNone && s.act != Activation::kRelu) || (s.bias && !best.bias_table);
   if (best.vector_epilogue) {
     // Rows per epilogue chunk: two in and two out buffers of T plus four fp32 rows (and a bias row) in the UB.
     const std::uint64_t frow = ub_row<float>(best.base_n) * 4, trow = ceil_to(best.base_n * es, 32);
     const std::uint64_t ub = chip.buffers.ub.size - 2 * frow - 2 * trow;
-    best.epi_rows = static_cast<std::uint32_t>(std::min<std::uint64_t>(ub / (4 * trow + 4 * frow), best.base_m));
+    best.epi_rows = u32(std::min<std::uint64_t>(ub / (4 * trow + 4 * frow), best.base_m));
     if (best.epi_rows == 0) throw InputError("matmul: a row of the output tile does not fit the UB of chip " + chip.name);
   }
   return best;
@@ -467,13 +468,13 @@ MatmulShape shape_of(const std::vector<TensorDesc>& in, const MatMulCall& c) {
   const Shape& b = in[1].shape;
   if (a.size() != b.size() || a.size() < 2 || a.size() > 3)
     throw InputError("matmul: a and b must both be 2-D or both 3-D (batch), got " + shape_string(a) + " and " + shape_string(b));
-  s.batch = a.size() == 3 ? static_cast<std::uint32_t>(a[0]) : 1;
+  s.batch = a.size() == 3 ? u32(a[0]) : 1;
   if (a.size() == 3 && b[0] != a[0]) throw InputError("matmul: batch sizes differ: " + shape_string(a) + " and " + shape_string(b));
   const std::uint64_t am = a[a.size() - 2], ak = a[a.size() - 1], bk = b[b.size() - 2], bn = b[b.size() - 1];
-  s.M = static_cast<std::uint32_t>(s.trans_a ? ak : am);
-  s.K = static_cast<std::uint32_t>(s.trans_a ? am : ak);
+  s.M = u32(s.trans_a ? ak : am);
+  s.K = u32(s.trans_a ? am : ak);
   const std::uint64_t kb = s.trans_b ? bn : bk;
-  s.N = static_cast<std::uint32_t>(s.trans_b ? bk : bn);
+  s.N = u32(s.trans_b ? bk : bn);
   if (kb != s.K) throw InputError("matmul: K of a (" + std::to_string(s.K) + ") and b (" + std::to_string(kb) + ") differ");
   if (c.bias && elements(in[2].shape) != s.N)
     throw InputError("matmul: the bias is " + shape_string(in[2].shape) + ", not N = " + std::to_string(s.N) + " elements");

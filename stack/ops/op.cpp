@@ -87,7 +87,7 @@ std::uint32_t param_uint(const Params& p, const std::string& key, std::uint32_t 
   }
   if (pos == 0 || pos != it->second.size() || v > max)
     throw InputError("parameter " + key + "='" + it->second + "' is not an integer in 0.." + std::to_string(max));
-  return static_cast<std::uint32_t>(v);
+  return u32(v);
 }
 
 double param_real(const Params& p, const std::string& key, double def, bool allow_zero) {

@@ -156,7 +156,7 @@ OpDef reduce_op(const std::string& name, Red red) {
         throw InputError(name + ": a row of " + std::to_string(a.r) + " elements does not fit the UB of chip " + chip.name);
       a.per_block = ceil_div(a.outer, cores);
       a.tile = std::min<std::uint64_t>({255, ub / per_row, a.per_block});
-      plan.block_dim = static_cast<std::uint32_t>(ceil_div(a.outer, a.per_block));
+      plan.block_dim = u32(ceil_div(a.outer, a.per_block));
     } else {
       // Chunks: two in and one out buffer of T, two fp32 buffers; whole 32 B blocks of T.
       std::uint64_t chunk = ub / (3 * es + 8) / 64 * 64;
@@ -165,7 +165,7 @@ OpDef reduce_op(const std::string& name, Red red) {
         chunk = std::max<std::uint64_t>(64, ceil_to(ceil_div(a.inner * a.outer, cores), 64));
       a.tile = std::min(chunk, ceil_to(a.inner, 64));
       a.units = a.outer * ceil_div(a.inner, a.tile);
-      plan.block_dim = static_cast<std::uint32_t>(std::min<std::uint64_t>(a.units, cores));
+      plan.block_dim = u32(std::min<std::uint64_t>(a.units, cores));
     }
     plan.tiling = {{"axis", static_cast<double>(axis)}, {"tile", static_cast<double>(a.tile)}, {"last_axis", last ? 1.0 : 0.0}};
     const DType t = in[0].dtype;

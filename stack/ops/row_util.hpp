@@ -11,8 +11,6 @@ namespace npusim::stack::ops {
 
 constexpr float kLowest = -std::numeric_limits<float>::max();
 
-inline std::uint8_t u8(std::uint64_t v) { return static_cast<std::uint8_t>(v); }
-
 // The fp32 layout of a tile: rows of `len` padded to a multiple of 64 lanes.
 struct F32Rows {
   LocalTensor<float> t;
@@ -60,7 +58,7 @@ inline void reduce_rows(bool max, const LocalTensor<float>& out, const F32Rows& 
   };
   std::uint64_t k = x.stride / 64;  // values per row at this level (64-lane pieces)
   if (k == 1) {  // rows of at most 64: one instruction for all rows
-    reduce(out, x.t, 64, nr, 1, static_cast<std::uint32_t>(x.stride / 8));
+    reduce(out, x.t, 64, nr, 1, u32(x.stride / 8));
     return;
   }
   // Per row: the 64-lane pieces into partials, level by level, until at most 64 remain. A level that feeds
@@ -87,7 +85,7 @@ inline void reduce_rows(bool max, const LocalTensor<float>& out, const F32Rows& 
     k = k2;
   }
   // The last level of every row at once: k lanes per row, rows part_stride apart.
-  reduce(out, rs.part[cur], k, nr, 1, static_cast<std::uint32_t>(rs.part_stride / 8));
+  reduce(out, rs.part[cur], k, nr, 1, u32(rs.part_stride / 8));
 }
 
 // x[r][:] = op(x[r][:], v[r]) for each row, through a Brcb of v into bc ([rows][8]).

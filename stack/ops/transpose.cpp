@@ -92,10 +92,10 @@ void swap_last(const PermArgs& a) {
   // pad lanes of each output row (r >= tr) read the block's first row: in bounds, never written out.
   const LocalTensor<std::int32_t> base = fbase.Get<std::int32_t>(), off = foff.Get<std::int32_t>();
   for (std::uint64_t r = 0; r < out_stride; ++r)
-    base.SetValue(r, static_cast<std::int32_t>(r < a.tr ? r * in_stride * es : 0));
+    base.SetValue(r, narrow<std::int32_t>(r < a.tr ? r * in_stride * es : 0));
   set_flag(PIPE_S, PIPE_V, 0);
   wait_flag(PIPE_S, PIPE_V, 0);
-  for (std::uint64_t c = 0; c < a.tc; ++c) Adds(off[c * out_stride], base, static_cast<std::int32_t>(c * es), out_stride);
+  for (std::uint64_t c = 0; c < a.tc; ++c) Adds(off[c * out_stride], base, narrow<std::int32_t>(c * es), out_stride);
   for (std::uint64_t u = GetBlockIdx(); u < units; u += GetBlockNum()) {
     const std::uint64_t b = u / (rb * cb), r0 = (u / cb) % rb * a.tr, c0 = u % cb * a.tc;
     const std::uint64_t nr = std::min(a.tr, rows - r0), nc = std::min(a.tc, cols - c0);
@@ -173,7 +173,7 @@ OpDef transpose_op() {
     const std::vector<std::size_t> perm = perm_of(call_as<TransposeCall>(call, "transpose"), s.size());
     const std::size_t n = s.size();
     PermArgs a;
-    a.dims = static_cast<std::uint32_t>(n);
+    a.dims = u32(n);
     std::vector<std::uint64_t> stride(n, 1);
     for (std::size_t k = n - 1; k-- > 0;) stride[k] = stride[k + 1] * s[k + 1];
     Shape out(n);
@@ -209,7 +209,7 @@ OpDef transpose_op() {
       for (std::size_t k = 0; k + 2 < n; ++k) batches *= out[k];
       units = batches * ceil_div(s[n - 2], a.tr) * ceil_div(s[n - 1], a.tc);
     }
-    plan.block_dim = static_cast<std::uint32_t>(std::min<std::uint64_t>(units, chip.vector_units()));
+    plan.block_dim = u32(std::min<std::uint64_t>(units, chip.vector_units()));
     plan.tiling = {{"swap_last_two", a.swap ? 1.0 : 0.0}, {"block_rows", static_cast<double>(a.tr)},
                    {"block_cols", static_cast<double>(a.tc)}, {"rows_per_copy", static_cast<double>(a.rows_per_tile)}};
     const DType t = in[0].dtype;

@@ -108,7 +108,7 @@ OpDef unary_op(const std::string& name, Activation act, const std::string& summa
     OpPlan plan;
     plan.outputs = {{in[0].shape, out_t}};
     plan.type = KernelType::kVector;
-    plan.block_dim = static_cast<std::uint32_t>(ceil_div(a.n, a.per_block));
+    plan.block_dim = u32(ceil_div(a.n, a.per_block));
     plan.tiling = {{"tile_elements", static_cast<double>(a.tile)}, {"per_block", static_cast<double>(a.per_block)}};
     const DType in_t = in[0].dtype;
     plan.kernel = [a, in_t, out_t](const std::vector<std::uint64_t>& buf) -> std::function<void()> {

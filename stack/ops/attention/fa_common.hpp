@@ -68,12 +68,12 @@ struct FaStep {
 };
 
 inline std::uint32_t query_blocks(const FaArgs& g) {
-  return static_cast<std::uint32_t>(ceil_div(g.s.S, g.t.bq));
+  return u32(ceil_div(g.s.S, g.t.bq));
 }
 
 // Key blocks of a unit: all of them, or (causal, query i sees keys j <= i) up to the one holding its last row.
 inline std::uint32_t key_blocks(const FaArgs& g, std::uint32_t q0, std::uint32_t qr) {
-  const std::uint32_t all = static_cast<std::uint32_t>(ceil_div(g.s.SK, g.t.bk));
+  const std::uint32_t all = u32(ceil_div(g.s.SK, g.t.bk));
   if (!g.s.causal) return all;
   return std::min(all, (q0 + qr - 1) / g.t.bk + 1);
 }
@@ -84,7 +84,7 @@ inline std::vector<FaStep> steps_of(const FaArgs& g, std::uint32_t blk, std::uin
   const std::uint32_t qb = query_blocks(g), heads = g.s.B * g.s.N;
   const std::uint64_t units = static_cast<std::uint64_t>(qb) * heads;
   for (std::uint64_t u = blk; u < units; u += blocks) {
-    const std::uint32_t qi = qb - 1 - static_cast<std::uint32_t>(u / heads), bn = static_cast<std::uint32_t>(u % heads);
+    const std::uint32_t qi = qb - 1 - u32(u / heads), bn = u32(u % heads);
     const std::uint32_t q0 = qi * g.t.bq, qr = std::min(g.t.bq, g.s.S - q0);
     const std::uint32_t nk = key_blocks(g, q0, qr);
     for (std::uint32_t j = 0; j < nk; ++j) {
@@ -93,13 +93,6 @@ inline std::vector<FaStep> steps_of(const FaArgs& g, std::uint32_t blk, std::uin
     }
   }
   return out;
-}
-
-inline std::uint16_t u16(std::uint64_t v) {
-  return static_cast<std::uint16_t>(v);
-}
-inline std::uint8_t u8(std::uint64_t v) {
-  return static_cast<std::uint8_t>(v);
 }
 
 // GM addresses of a head's rows.
@@ -171,8 +164,8 @@ struct CubeBuffers {
 
   // S = Q K^T for the step into the L0C tensor c.
   void scores(const FaArgs& g, const FaStep& st, const LocalTensor<float>& c) {
-    const std::uint32_t d = g.s.D, M1 = static_cast<std::uint32_t>(ceil_div(st.qr, 16));
-    const std::uint32_t N1 = static_cast<std::uint32_t>(ceil_div(st.w, 16)), K1 = d / 16;
+    const std::uint32_t d = g.s.D, M1 = u32(ceil_div(st.qr, 16));
+    const std::uint32_t N1 = u32(ceil_div(st.w, 16)), K1 = d / 16;
     if (st.first) {
       q1 = qq.AllocTensor<T>();
       GlobalTensor<T> gq;
@@ -214,8 +207,8 @@ struct CubeBuffers {
 
   // PV = P V with P (qr x w, NZ with 16-row column blocks) already in L1 and V from load_v, into the L0C tensor c.
   void pv(const FaArgs& g, const FaStep& st, const LocalTensor<T>& p1, const LocalTensor<float>& c) {
-    const std::uint32_t d = g.s.D, M1 = static_cast<std::uint32_t>(ceil_div(st.qr, 16));
-    const std::uint32_t K1 = static_cast<std::uint32_t>(ceil_div(st.w, 16)), N1 = d / 16;
+    const std::uint32_t d = g.s.D, M1 = u32(ceil_div(st.qr, 16));
+    const std::uint32_t K1 = u32(ceil_div(st.w, 16)), N1 = d / 16;
     LocalTensor<T> v1 = qv.DeQue<T>();
     LocalTensor<T> a2 = qa2.AllocTensor<T>(), b2 = qb2.AllocTensor<T>();
     for (std::uint32_t fm = 0; fm < M1; ++fm)

@@ -172,8 +172,7 @@ class Coupled {
         GlobalTensor<T> gm;
         gm.SetGlobalBuffer(g_.mask + (row + fn * 16) * kEs);
         DataCopyPad(mk[static_cast<std::uint64_t>(fn) * m1 * 256], gm,
-                    DataCopyExtParams{u16(st.qr), static_cast<std::uint32_t>(cols * kEs),
-                                      static_cast<std::uint32_t>((g_.s.SK - cols) * kEs), 0},
+                    DataCopyExtParams{u16(st.qr), u32(cols * kEs), u32((g_.s.SK - cols) * kEs), 0},
                     DataCopyPadExtParams<T>{});
       }
     }
@@ -243,8 +242,7 @@ class Coupled {
   }
 
   void softmax(const FaStep& st, std::uint32_t x) {
-    const std::uint32_t m1 = static_cast<std::uint32_t>(ceil_div(st.qr, 16)),
-                        n1 = static_cast<std::uint32_t>(ceil_div(st.w, 16));
+    const std::uint32_t m1 = u32(ceil_div(st.qr, 16)), n1 = u32(ceil_div(st.w, 16));
     const NzTile s{s_ub_.Get<float>(), m1, n1};
     if (g_.s.mask) mask_in(st, m1, n1);
     c_ready_[x].take();
@@ -278,7 +276,7 @@ class Coupled {
   // PV folded into the accumulator (rescaled by alpha); at the unit's last block O = acc / l, NZ -> ND in the UB,
   // then out.
   void accumulate(const FaStep& st, std::uint32_t x) {
-    const std::uint32_t m1 = static_cast<std::uint32_t>(ceil_div(st.qr, 16)), dn = g_.s.D / 16;
+    const std::uint32_t m1 = u32(ceil_div(st.qr, 16)), dn = g_.s.D / 16;
     const NzTile acc{o_, m1, dn};
     const LocalTensor<float> pvt = pv_ub_.Get<float>();
     c_ready_[x].take();
@@ -299,7 +297,7 @@ class Coupled {
     const LocalTensor<T> nz = nz_ub_.template Get<T>(), ot = out_ub_.template Get<T>();
     convert(nz, o_, acc.elems());
     out_ready_.acquire();
-    const std::uint32_t row_blocks = static_cast<std::uint32_t>(g_.s.D * kEs / 32);
+    const std::uint32_t row_blocks = u32(g_.s.D * kEs / 32);
     for (std::uint32_t fn = 0; fn < dn; ++fn)
       Adds(ot[static_cast<std::uint64_t>(fn) * 16], nz[static_cast<std::uint64_t>(fn) * m1 * 256], 0.0f, 128,
            u8(m1 * 2), UnaryRepeatParams{u16(row_blocks), 1, u8(8 * row_blocks), 8});

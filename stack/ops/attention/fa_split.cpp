@@ -21,7 +21,7 @@ struct SoftmaxState {
   std::uint32_t R = 0;  // rows per AIV (max)
 
   void init(TPipe& pipe, const FaArgs& g) {
-    R = static_cast<std::uint32_t>(ceil_div(g.t.bq, 2));
+    R = u32(ceil_div(g.t.bq, 2));
     const std::uint64_t bk = g.t.bk, d = g.s.D, vec = ceil_to(R * 4ULL, 32);
     pipe.InitBuffer(qs, 2, R * bk * 4);
     pipe.InitBuffer(qpv, 1, R * d * 4);
@@ -79,7 +79,7 @@ inline void row_broadcast(RowOp op, const LocalTensor<float>& x, const LocalTens
 // using `parts` (bk / 64 vectors of rows) as scratch.
 inline void row_reduce(bool max, const LocalTensor<float>& out, const LocalTensor<float>& s,
                        const LocalTensor<float>& parts, std::uint32_t rows, std::uint32_t bk, std::uint32_t vec) {
-  const std::uint32_t chunks = static_cast<std::uint32_t>(ceil_div(bk, 64)), lanes = std::min<std::uint32_t>(64, bk);
+  const std::uint32_t chunks = u32(ceil_div(bk, 64)), lanes = std::min<std::uint32_t>(64, bk);
   for (std::uint32_t h = 0; h < chunks; ++h) {
     const LocalTensor<float> dst = chunks == 1 ? out : parts[h * vec];
     if (max)
@@ -109,7 +109,7 @@ class VectorSide {
     sm_.init(pipe_, g);
     bk_ = g.t.bk;
     d_ = g.s.D;
-    vec_ = static_cast<std::uint32_t>(ceil_to(sm_.R, 8));
+    vec_ = u32(ceil_to(sm_.R, 8));
     shared_mask_ = g.s.mask_rows_shared();
     std::uint32_t unit = 0;  // units started so far (state parity)
     for (std::size_t i = 0; i < steps_.size(); ++i) {
@@ -157,7 +157,7 @@ class VectorSide {
     // scratch, add to the scores.
     mk = sm_.qmask.template DeQue<T>();
     const LocalTensor<float> mf = sm_.fmaskf.template Get<float>();
-    const std::uint32_t mrow = shared_mask_ ? 0 : static_cast<std::uint32_t>(ub_row<T>(st.w));
+    const std::uint32_t mrow = shared_mask_ ? 0 : u32(ub_row<T>(st.w));
     for (std::uint32_t h = 0; h < st.w; h += 64) {
       const std::uint64_t lanes = std::min<std::uint32_t>(64, st.w - h);
       Cast(mf, mk[h], RoundMode::CAST_NONE, lanes, u8(rows), UnaryRepeatParams{1, 1, 8, u8(mrow * sizeof(T) / 32)});

@@ -66,8 +66,7 @@ FlashAttentionCall parse_call(const Params& p) {
   c.causal = param_uint(p, "causal", 0, 1);
   c.mask = param_uint(p, "mask", 0, 1);
   if (const auto ms = uint_triple(p, "mask_shape", "MB,MN,MS"); !ms.empty())
-    c.mask_shape = std::vector<std::uint32_t>{static_cast<std::uint32_t>(ms[0]), static_cast<std::uint32_t>(ms[1]),
-                                              static_cast<std::uint32_t>(ms[2])};
+    c.mask_shape = std::vector<std::uint32_t>{u32(ms[0]), u32(ms[1]), u32(ms[2])};
   if (p.count("scale")) c.scale = param_real(p, "scale", 1.0, false);
   const auto lay = p.find("layout");
   if (lay != p.end() && lay->second != "bnsd" && lay->second != "bsnd")
@@ -192,11 +191,11 @@ FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& c
       const bool l1_fits = chip.split() || l1 - bq * bk * es <= b.l1.size;  // coupled: one P buffer, one V buffer
       if (!cube_fits || !l1_fits || ub > b.ub.size) continue;
       FaTiling t;
-      t.bq = static_cast<std::uint32_t>(bq);
-      t.bk = static_cast<std::uint32_t>(bk);
+      t.bq = u32(bq);
+      t.bk = u32(bk);
       t.slot_bytes = ceil_to(2 * (bq * bk * 4 + bq * bk * es + bq * d * 4), 512);
       const std::uint64_t units = static_cast<std::uint64_t>(s.B) * s.N * ceil_div(s.S, bq);
-      t.block_dim = static_cast<std::uint32_t>(std::min<std::uint64_t>(units, chip.cube_cores()));
+      t.block_dim = u32(std::min<std::uint64_t>(units, chip.cube_cores()));
       return t;
     }
   }

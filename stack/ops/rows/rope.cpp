@@ -16,13 +16,13 @@ void RowKernel<T>::rope_setup() {
   const LocalTensor<std::uint32_t> off = foff_.Get<std::uint32_t>();
   const LocalTensor<float> sign = fsign_.Get<float>();
   for (std::uint64_t i = 0; i < fs_; ++i) {
-    off.SetValue(i, static_cast<std::uint32_t>((i ^ 1) * 4));
+    off.SetValue(i, u32((i ^ 1) * 4));
     sign.SetValue(i, (i % 2) ? 1.0f : -1.0f);
   }
   set_flag(PIPE_S, PIPE_V, 0);
   wait_flag(PIPE_S, PIPE_V, 0);
   const LocalTensor<std::int32_t> offi = foff_.Get<std::int32_t>();
-  for (std::uint64_t r = 1; r < tr_; ++r) Adds(offi[r * fs_], offi, static_cast<std::int32_t>(r * fs_ * 4), fs_);
+  for (std::uint64_t r = 1; r < tr_; ++r) Adds(offi[r * fs_], offi, narrow<std::int32_t>(r * fs_ * 4), fs_);
 }
 
 // The cos/sin rows of the tile's positions (and their second halves for the half form) into the tables queue.

@@ -158,7 +158,7 @@ OpPlan RowOpDef::plan(const std::vector<TensorDesc>& in, const Call& call, const
     plan.outputs.push_back({st, DType::kFp32});
   }
   plan.type = KernelType::kVector;
-  plan.block_dim = static_cast<std::uint32_t>(ceil_div(a.rows, a.per_block));
+  plan.block_dim = u32(ceil_div(a.rows, a.per_block));
   plan.tiling = {{"rows_per_tile", static_cast<double>(a.tile)}, {"rows_per_block", static_cast<double>(a.per_block)}};
   if (a.chunk) plan.tiling["chunk"] = static_cast<double>(a.chunk);
   const DType dt = in[0].dtype;
