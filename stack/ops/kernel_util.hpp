@@ -8,6 +8,7 @@
 
 #include "common/util/arith.hpp"
 #include "firmware/kernel/kernel_api.hpp"
+#include "stack/ops/buffer_plan.hpp"
 
 namespace npusim::stack::ops {
 
@@ -36,6 +37,17 @@ void copy_out(GM_ADDR dst, const LocalTensor<T>& src, std::uint64_t n) {
   } else {
     DataCopyPad(g, src, DataCopyExtParams{1, u32(n * sizeof(T)), 0, 0});
   }
+}
+
+// Allocates the plan's buffer `name` to a queue (its slots) or a TBuf: the kernel's side of a BufferPlan.
+template <TPosition pos, int depth>
+void init_buffer(TPipe& pipe, TQue<pos, depth>& q, const BufferPlan& plan, const std::string& name) {
+  const BufferPlan::Buffer& b = plan[name];
+  pipe.InitBuffer(q, b.slots, b.bytes);
+}
+template <TPosition pos>
+void init_buffer(TPipe& pipe, TBuf<pos>& buf, const BufferPlan& plan, const std::string& name) {
+  pipe.InitBuffer(buf, plan[name].bytes);
 }
 
 // Elements of a row of `n` elements in UB (rows start 32 B-aligned).

@@ -24,7 +24,7 @@ TEST(Arith, CeilDivAndCeilToRoundUp) {
 TEST(Arith, FitsComparesAcrossSignedness) {
   EXPECT_TRUE(fits<std::uint8_t>(255));
   EXPECT_FALSE(fits<std::uint8_t>(256));
-  EXPECT_FALSE(fits<std::uint32_t>(-1));                      // a negative value is no unsigned value
+  EXPECT_FALSE(fits<std::uint32_t>(-1));                     // a negative value is no unsigned value
   EXPECT_FALSE(fits<std::int32_t>(std::uint64_t{1} << 31));  // one past INT32_MAX
   EXPECT_TRUE(fits<std::int32_t>(std::int64_t{-2147483648LL}));
   EXPECT_FALSE(fits<std::int32_t>(std::int64_t{-2147483649LL}));

@@ -19,18 +19,20 @@ class LongRowKernel {
     ln_ = a.kind == RowKind::kLayerNorm;
     norm_ = is_norm(a.kind);
     log_ = a.kind == RowKind::kLogSoftmax;
-    pipe_.InitBuffer(qin_, 2, (a.add ? 2 : 1) * c_ * kEs);
-    if (norm_) pipe_.InitBuffer(qpar_, 2, (ln_ ? 2 : 1) * c_ * kEs);
-    pipe_.InitBuffer(qout_, 2, c_ * kEs);
-    if (a.sum) pipe_.InitBuffer(qsum_, 1, c_ * kEs);
-    if (a.stats) pipe_.InitBuffer(qstat_, 1, 64);
-    pipe_.InitBuffer(fx_, c_ * 4);
-    pipe_.InitBuffer(ft_, c_ * 4);
+    // The buffers, exactly as the tiling planned and counted them.
+    const BufferPlan plan = long_row_buffers(a.kind, c_, kEs, a.add, a.stats);
+    init_buffer(pipe_, qin_, plan, "in");
+    if (norm_) init_buffer(pipe_, qpar_, plan, "par");
+    init_buffer(pipe_, qout_, plan, "out");
+    if (a.add) init_buffer(pipe_, qsum_, plan, "sum");
+    if (a.stats) init_buffer(pipe_, qstat_, plan, "stat");
+    init_buffer(pipe_, fx_, plan, "x");
+    init_buffer(pipe_, ft_, plan, "t");
     rs_.part_stride = ReduceScratch::stride_for(c_);
-    pipe_.InitBuffer(fpart_, rs_.part_stride * 4);
+    init_buffer(pipe_, fpart_, plan, "part");
     rs_.part = fpart_.Get<float>();
-    pipe_.InitBuffer(fv_, 7 * 32);    // per-row scalars, one 32 B block each
-    pipe_.InitBuffer(fbc_, 2 * 256);  // a Brcb repeat writes 8 blocks
+    init_buffer(pipe_, fv_, plan, "v");  // per-row scalars, one 32 B block each
+    init_buffer(pipe_, fbc_, plan, "bc");
     const LocalTensor<float> v = fv_.Get<float>();
     bc_ = fbc_.Get<float>();
     bc2_ = bc_[64];

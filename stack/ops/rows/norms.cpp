@@ -15,11 +15,11 @@ namespace npusim::stack::ops::rows {
 // Gamma (and beta) of the whole row once per core, kept in T.
 template <class T>
 void RowKernel<T>::norm_setup() {
-  pipe_.InitBuffer(fp1_, ts_ * kEs);
+  init_buffer(pipe_, fp1_, layout_.buffers, "gamma");
   gamma_ = fp1_.template Get<T>();
   copy_in(gamma_, a_.p1, len_);
   if (a_.kind == RowKind::kLayerNorm) {
-    pipe_.InitBuffer(fp2_, ts_ * kEs);
+    init_buffer(pipe_, fp2_, layout_.buffers, "beta");
     beta_ = fp2_.template Get<T>();
     copy_in(beta_, a_.p2, len_);
   }

@@ -11,8 +11,8 @@ namespace npusim::stack::ops::rows {
 // Interleaved RoPE: offsets that swap the two elements of each pair, and the sign pattern (-, +) of sin.
 template <class T>
 void RowKernel<T>::rope_setup() {
-  pipe_.InitBuffer(foff_, tr_ * fs_ * 4);
-  pipe_.InitBuffer(fsign_, fs_ * 4);
+  init_buffer(pipe_, foff_, layout_.buffers, "off");
+  init_buffer(pipe_, fsign_, layout_.buffers, "sign");
   const LocalTensor<std::uint32_t> off = foff_.Get<std::uint32_t>();
   const LocalTensor<float> sign = fsign_.Get<float>();
   for (std::uint64_t i = 0; i < fs_; ++i) {

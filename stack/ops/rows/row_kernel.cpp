@@ -11,56 +11,55 @@
 namespace npusim::stack::ops::rows {
 
 template <class T>
-RowKernel<T>::RowKernel(const RowArgs& a, std::uint64_t first) : a_(a), first_(first) {
+RowKernel<T>::RowKernel(const RowArgs& a, std::uint64_t first)
+    : a_(a), first_(first), layout_(row_layout(a.kind, a.h, kEs, a.add, a.stats, a.tile)) {
+  const RowLayout& l = layout_;
   count_ = std::min(a.per_block, a.rows - first);
-  tr_ = a.tile;
+  tr_ = l.tile;
   rope_ = is_rope(a.kind);
   halves_ = loads_halves(a.kind);
-  len_ = halves_ ? a.h / 2 : a.h;  // the row length each fp32 buffer holds
-  fs_ = ceil_to(len_, 64);
-  ts_ = ub_row<T>(len_);
-  // LayerNorm/RMSNorm of 16-bit types take their row statistics from the T rows (128 lanes per repeat; squares
-  // rounded once to T, sums in fp32 partials of 128): the input rows are then padded to 128 lanes in UB.
   stats16_ = is_norm(a.kind) && kEs == 2;
-  tsi_ = stats16_ ? ceil_to(len_, 128) : ts_;
-  // Queues hold several pieces per buffer (both halves of the rows; cos and sin) so that chips with four event
-  // ids per pipe pair run them too: in, out and the tables take at most three.
-  piece_ = tr_ * ts_;
-  const std::uint64_t tables = a.kind == RowKind::kRopeHalf ? 4 : 2;  // c, s (, c2, s2)
-  in_piece_ = stats16_ ? tr_ * tsi_ : piece_;
-  pipe_.InitBuffer(qin_, 2, (halves_ || a.add ? 2 : 1) * in_piece_ * kEs);
-  // The output pieces (both halves for RoPE), then the rows' mean and rstd in fp32 when they are written.
-  out_t_ = (a.kind == RowKind::kRopeHalf ? 2 : 1) * piece_ * kEs;
-  stat_bytes_ = ceil_to(tr_ * 4, 32);
-  pipe_.InitBuffer(qout_, 2, out_t_ + (a.stats ? 2 * stat_bytes_ : 0));
-  if (a.add) pipe_.InitBuffer(qsum_, 1, in_piece_ * kEs);
-  pipe_.InitBuffer(fx_, tr_ * fs_ * 4);
-  pipe_.InitBuffer(ft_, tr_ * fs_ * 4);
-  if (halves_) pipe_.InitBuffer(fx2_, tr_ * fs_ * 4);
+  len_ = l.len;
+  fs_ = l.fs;
+  ts_ = l.ts;
+  tsi_ = l.tsi;
+  piece_ = l.piece;
+  in_piece_ = l.in_piece;
+  out_t_ = l.out_bytes;
+  stat_bytes_ = l.stat_bytes;
+  k16_ = l.k16;
+  p16_ = l.p16;
+  // The buffers, exactly as the tiling planned and counted them.
+  init_buffer(pipe_, qin_, l.buffers, "in");
+  init_buffer(pipe_, qout_, l.buffers, "out");
+  if (a.add) init_buffer(pipe_, qsum_, l.buffers, "sum");
+  init_buffer(pipe_, fx_, l.buffers, "x");
+  init_buffer(pipe_, ft_, l.buffers, "t");
+  if (halves_) init_buffer(pipe_, fx2_, l.buffers, "x2");
   if (rope_) {
-    pipe_.InitBuffer(qcs_, 1, tables * piece_ * kEs);
-    pipe_.InitBuffer(fc_, tr_ * fs_ * 4);
-    pipe_.InitBuffer(fsin_, tr_ * fs_ * 4);
+    init_buffer(pipe_, qcs_, l.buffers, "tables");
+    init_buffer(pipe_, fc_, l.buffers, "c");
+    init_buffer(pipe_, fsin_, l.buffers, "s");
     if (a.kind == RowKind::kRopeHalf) {
-      pipe_.InitBuffer(fc2_, tr_ * fs_ * 4);
-      pipe_.InitBuffer(fs2_, tr_ * fs_ * 4);
+      init_buffer(pipe_, fc2_, l.buffers, "c2");
+      init_buffer(pipe_, fs2_, l.buffers, "s2");
     }
   }
-  k16_ = tsi_ / 128;         // 128-lane pieces per row
-  p16_ = ceil_to(k16_, 64);  // their partials' stride
   if (stats16_) {
-    pipe_.InitBuffer(fsq_, tr_ * tsi_ * kEs);
-    for (auto* b : {&fpt_, &fpt2_}) pipe_.InitBuffer(*b, tr_ * p16_ * kEs);
-    for (auto* b : {&fpf_, &fpf2_}) pipe_.InitBuffer(*b, tr_ * p16_ * 4);
+    init_buffer(pipe_, fsq_, l.buffers, "sq");
+    init_buffer(pipe_, fpt_, l.buffers, "pt");
+    init_buffer(pipe_, fpt2_, l.buffers, "pt2");
+    init_buffer(pipe_, fpf_, l.buffers, "pf");
+    init_buffer(pipe_, fpf2_, l.buffers, "pf2");
   }
   if (reduces_rows(a.kind)) {
-    rs_.part_stride = ReduceScratch::stride_for(len_);
-    pipe_.InitBuffer(fpart_, tr_ * rs_.part_stride * 4);
+    rs_.part_stride = l.part_stride;
+    init_buffer(pipe_, fpart_, l.buffers, "part");
     rs_.part = fpart_.Get<float>();
   }
-  const std::uint64_t vec = ceil_to(tr_, 8);
-  pipe_.InitBuffer(fv_, 3 * vec * 4);
-  pipe_.InitBuffer(fbc_, 2 * vec * 32);
+  const std::uint64_t vec = l.vec;
+  init_buffer(pipe_, fv_, l.buffers, "v");
+  init_buffer(pipe_, fbc_, l.buffers, "bc");
   v0_ = fv_.Get<float>();
   v1_ = fv_.Get<float>()[vec];
   v2_ = fv_.Get<float>()[2 * vec];

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 
+#include "stack/ops/buffer_plan.hpp"
 #include "stack/ops/row_util.hpp"
 
 namespace npusim::stack::ops::rows {
@@ -30,6 +31,26 @@ constexpr bool is_rope(RowKind k) {
 constexpr bool loads_halves(RowKind k) {
   return k == RowKind::kSwiGlu || k == RowKind::kRopeHalf;
 }
+
+// A short-path tile of `tile` rows: its geometry and the UB buffers RowKernel allocates for it, in allocation order
+// (queues "in", "out", "sum", "tables"; fp32 rows "x", "t", "x2", "c", "s", "c2", "s2"; 16-bit norm statistics
+// "sq", "pt", "pt2", "pf", "pf2"; reduction partials "part"; per-row scalars "v" and their broadcasts "bc"; the
+// norms' "gamma", "beta"; interleaved RoPE's "off", "sign"). The tiling checks `buffers.total` against the UB and
+// RowKernel allocates `buffers` and addresses by the geometry: one computation for both (row_tiling.cpp).
+struct RowLayout {
+  std::uint64_t tile = 0, len = 0;              // rows per tile; elements of a row each fp32 buffer holds
+  std::uint64_t fs = 0, ts = 0, tsi = 0;        // row strides in elements: fp32, T, T of the input (16-bit norms: 128s)
+  std::uint64_t piece = 0, in_piece = 0;        // elements of a tile's T rows, of its input rows
+  std::uint64_t out_bytes = 0, stat_bytes = 0;  // the output rows' bytes in "out"; the mean (or rstd) block's
+  std::uint64_t k16 = 0, p16 = 0;               // 16-bit norms: 128-lane pieces per row and their partials' stride
+  std::uint64_t part_stride = 0, vec = 0;       // reduction partials per row; rows rounded to 8 (the scalars' stride)
+  BufferPlan buffers;
+};
+RowLayout row_layout(RowKind kind, std::uint64_t h, std::uint64_t es, bool add, bool stats, std::uint64_t tile);
+
+// The chunked path's buffers for chunks of c columns (queues "in", "par", "out", "sum", "stat"; "x", "t", "part",
+// "v", "bc"), in allocation order.
+BufferPlan long_row_buffers(RowKind kind, std::uint64_t c, std::uint64_t es, bool add, bool stats);
 
 struct RowArgs {
   RowKind kind = RowKind::kSoftmax;
@@ -72,6 +93,7 @@ class RowKernel {
 
   const RowArgs& a_;
   std::uint64_t first_ = 0, count_ = 0;
+  RowLayout layout_;  // the tile's geometry and buffers, as the tiling planned them
   static constexpr std::uint64_t kEs = sizeof(T);
   std::uint64_t tr_ = 0, len_ = 0, fs_ = 0, ts_ = 0, tsi_ = 0;  // rows per tile; row length; fp32, T, T-in strides
   std::uint64_t piece_ = 0, in_piece_ = 0, out_t_ = 0, stat_bytes_ = 0, k16_ = 0, p16_ = 0;

@@ -26,14 +26,10 @@ struct RowTiling {
   std::uint64_t per_block = 0, tile = 0, chunk = 0;
 };
 
-// The tiling for `chip`'s UB and vector cores; throws InputError naming `op` when a row (or a position's heads)
-// cannot fit, or a chunk asked for is not a multiple of 64, is over 16320 or does not fit.
+// The tiling for `chip`'s UB and vector cores: the most rows per tile (at most 255) whose buffers, as row_layout
+// plans them and the kernel allocates them, fit the UB. Throws InputError naming `op` when a row (or a position's
+// heads) cannot fit, or a chunk asked for is not a multiple of 64, is over 16320 or does not fit.
 RowTiling plan_rows(const RowProblem& p, const config::ChipConfig& chip, const std::string& op);
-// UB bytes a tile of the short path needs per row and in total besides (what RowKernel allocates).
-void short_path_bytes(RowKind kind, std::uint64_t h, std::uint64_t es, bool add, bool stats, std::uint64_t* per_row,
-                      std::uint64_t* fixed);
-// UB bytes the chunked path allocates for chunks of c columns.
-std::uint64_t long_row_bytes(RowKind kind, std::uint64_t c, std::uint64_t es, bool add, bool stats);
 
 // CPU references, row by row in double, rounded once to float.
 void softmax_reference(const float* x, float* y, std::uint64_t h, bool log);  // softmax.cpp

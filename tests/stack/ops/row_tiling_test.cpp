@@ -1,11 +1,15 @@
-// The row ops' tiling (stack/ops/rows/row_tiling.cpp), called directly: a tile is the most rows whose buffers fit
-// the UB (each buffer of RowKernel counted), rows too long for a tile go to the chunked path with the largest chunk
-// that fits, and bad chunks are refused by name. Whether the kernels' buffers really fit is checked by running them
-// (tests/cli/op_vector_test.cpp; the simulator refuses a UB overflow).
+// The row ops' tiling (stack/ops/rows/row_tiling.cpp), called directly: a tile is the most rows whose buffer plan
+// (row_layout: the buffers RowKernel allocates, each 32 B-aligned) fits the UB, rows too long for a tile go to the
+// chunked path with the largest chunk that fits, and bad chunks are refused by name. That the kernels allocate
+// exactly the plan is checked by running them at the edge (RowTiling.KernelsAllocateExactlyThePlan; the simulator
+// refuses a UB overflow).
 #include <gtest/gtest.h>
 
 #include "common/config/loader.hpp"
 #include "common/util/error.hpp"
+#include "firmware/kernel/context.hpp"
+#include "firmware/kernel/launch_spec.hpp"
+#include "firmware/platform/platform.hpp"
 #include "stack/ops/rows/row_ops.hpp"
 
 namespace npusim::stack::ops::rows {
@@ -33,10 +37,11 @@ TEST(RowTiling, ATileIsTheMostRowsThatFitTheUb) {
       const RowProblem p = problem(kind, 1 << 16, h);
       const RowTiling t = plan_rows(p, c, "op");
       ASSERT_EQ(t.chunk, 0u) << h;
-      std::uint64_t per_row = 0, fixed = 0;
-      short_path_bytes(kind, h, p.es, false, false, &per_row, &fixed);
-      EXPECT_LE(fixed + t.tile * per_row, c.buffers.ub.size) << h;
-      EXPECT_TRUE(t.tile == 255 || t.tile == t.per_block || fixed + (t.tile + 1) * per_row > c.buffers.ub.size) << h;
+      const auto bytes = [&](std::uint64_t tile) {
+        return row_layout(kind, h, p.es, false, false, tile).buffers.total(c.buffers.ub.align);
+      };
+      EXPECT_LE(bytes(t.tile), c.buffers.ub.size) << h;
+      EXPECT_TRUE(t.tile == 255 || t.tile == t.per_block || bytes(t.tile + 1) > c.buffers.ub.size) << h;
       EXPECT_EQ(t.per_block, (p.rows + c.vector_units() - 1) / c.vector_units());
     }
   }
@@ -61,9 +66,91 @@ TEST(RowTiling, LongRowsTakeTheLargestChunkThatFits) {
     ASSERT_GT(t.chunk, 0u);
     EXPECT_EQ(t.chunk % 64, 0u);
     EXPECT_LE(t.chunk, 16320u);
-    EXPECT_LE(long_row_bytes(kind, t.chunk, 4, false, false), c.buffers.ub.size);
-    EXPECT_TRUE(t.chunk == 16320 || long_row_bytes(kind, t.chunk + 64, 4, false, false) > c.buffers.ub.size);
+    const auto bytes = [&](std::uint64_t chunk) {
+      return long_row_buffers(kind, chunk, 4, false, false).total(c.buffers.ub.align);
+    };
+    EXPECT_LE(bytes(t.chunk), c.buffers.ub.size);
+    EXPECT_TRUE(t.chunk == 16320 || bytes(t.chunk + 64) > c.buffers.ub.size);
     EXPECT_EQ(t.tile, 1u);
+  }
+}
+
+// The kernels allocate exactly the buffers the tiling counted: after a row kernel set up its buffers, the UB it took
+// is its plan's total, on both paths, for every kind, element size and option. A kernel allocating a buffer the
+// plan lacks (or of another size) fails here, or at the UB limit; one asking for a name the plan lacks throws.
+TEST(RowTiling, KernelsAllocateExactlyThePlannedBuffers) {
+  const config::ChipConfig c = chip("910b");
+  struct Case {
+    RowKind kind;
+    std::uint64_t h;
+    bool add = false, stats = false;
+  };
+  const std::vector<Case> cases = {{RowKind::kSoftmax, 4096},
+                                   {RowKind::kLogSoftmax, 1000},
+                                   {RowKind::kLayerNorm, 4096, true, true},
+                                   {RowKind::kLayerNorm, 3000},
+                                   {RowKind::kRmsNorm, 2048},
+                                   {RowKind::kSwiGlu, 8192},
+                                   {RowKind::kRopeHalf, 128},
+                                   {RowKind::kRopeInterleaved, 128},
+                                   {RowKind::kSoftmax, 40000},
+                                   {RowKind::kLayerNorm, 40000, true, true}};
+  struct Seen {
+    std::string what;
+    std::uint64_t allocated = 0, planned = 0;
+  };
+  // One block per case and element size (a block's queues end with their free flags set: one kernel per block).
+  std::vector<Seen> seen(2 * cases.size());
+  fw::Platform platform(c, hw::core::Mode::kTimingOnly);
+  fw::kernel::LaunchSpec spec{
+      "rows", fw::kernel::KernelType::kVector, static_cast<std::uint32_t>(seen.size()), [&] {
+        const std::uint32_t block = fw::kernel::GetBlockIdx();
+        {
+          {
+            const Case& k = cases[block / 2];
+            const std::uint64_t es = block % 2 ? 4 : 2;
+            RowProblem p = problem(k.kind, 1 << 16, k.h, es);
+            p.add = k.add;
+            p.stats = k.stats;
+            const RowTiling t = plan_rows(p, c, "op");
+            RowArgs a;
+            a.kind = k.kind;
+            a.x = 0;
+            a.p1 = 1ULL << 26;
+            a.p2 = 2ULL << 26;
+            a.out = 3ULL << 26;
+            a.res = 4ULL << 26;
+            a.sum = k.add ? 5ULL << 26 : 0;
+            a.mean = 6ULL << 26;
+            a.rstd = 7ULL << 26;
+            a.add = k.add;
+            a.stats = k.stats;
+            a.h = k.h;
+            a.ho = k.kind == RowKind::kSwiGlu ? k.h / 2 : k.h;
+            a.seq = 1024;
+            // This block's share: one tile (or one chunked row) of the planned size.
+            a.per_block = a.tile = t.chunk ? 1 : t.tile;
+            a.rows = (block + 1) * a.per_block;
+            a.chunk = t.chunk;
+            if (t.chunk) {
+              es == 2 ? long_row_kernel<half>(a) : long_row_kernel<float>(a);
+            } else {
+              es == 2 ? row_kernel<half>(a) : row_kernel<float>(a);
+            }
+            const std::uint64_t planned =
+                t.chunk ? long_row_buffers(k.kind, t.chunk, es, k.add, k.stats).total(c.buffers.ub.align)
+                        : row_layout(k.kind, k.h, es, k.add, k.stats, t.tile).buffers.total(c.buffers.ub.align);
+            seen[block] = {"kind " + std::to_string(static_cast<int>(k.kind)) + " h=" + std::to_string(k.h) +
+                               " es=" + std::to_string(es) + (t.chunk ? " chunked" : " tile=" + std::to_string(t.tile)),
+                           fw::kernel::ctx().next_free[static_cast<int>(hw::isa::Space::kUb)], planned};
+          }
+        }
+      }};
+  platform.run_kernel(spec);
+  for (const Seen& s : seen) {
+    EXPECT_FALSE(s.what.empty());
+    EXPECT_EQ(s.allocated, s.planned) << s.what;
+    EXPECT_LE(s.planned, c.buffers.ub.size) << s.what;
   }
 }
 
