@@ -44,6 +44,37 @@ struct MatmulArgs {
   bool split = true;  // split chip: the vector epilogue runs on the AIV
 };
 
+// The buffers the matmul kernels allocate for a tiling, one plan per space: L1 "a1", "b1" (double-buffered steps)
+// and "bias"; L0A "a2"; L0B "b2"; L0C "c"; the bias table "bt"; and the vector epilogue's UB ("in", "out", "x", "a",
+// "b", "c", "bias", "bias_t"). The tiling checks each plan against its buffer; the kernels allocate from them.
+struct MatmulBuffers {
+  BufferPlan l1, l0a, l0b, l0c, bias_table, ub;
+};
+MatmulBuffers matmul_buffers(const MatmulShape& s, const MatmulTiling& t, std::uint64_t es) {
+  MatmulBuffers b;
+  const std::uint64_t m = t.base_m, n = t.base_n;
+  b.l1.add("a1", m * t.step_k * es, 2);
+  b.l1.add("b1", t.step_k * n * es, 2);
+  b.l0a.add("a2", m * t.base_k * es, 2);
+  b.l0b.add("b2", t.base_k * n * es, 2);
+  b.l0c.add("c", m * n * 4, t.l0c_buffers);
+  if (t.bias_table) {
+    b.l1.add("bias", ceil_to(n * es, 32));
+    b.bias_table.add("bt", ceil_to(n * 4, 64));
+  }
+  if (t.vector_epilogue) {
+    const std::uint64_t rows = t.epi_rows, row = ceil_to(n * es, 32), frow = ceil_to(n * 4, 32);
+    b.ub.add("in", rows * row, 2);
+    b.ub.add("out", rows * row, 2);
+    for (const char* name : {"x", "a", "b", "c"}) b.ub.add(name, rows * frow);
+    if (s.bias && !t.bias_table) {
+      b.ub.add("bias", frow);
+      b.ub.add("bias_t", ceil_to(n * es, 32));
+    }
+  }
+  return b;
+}
+
 constexpr std::uint32_t kTileReady = 0;  // cross-core flag: AIC -> AIV, a tile is in GM
 constexpr std::uint32_t kTileDone = 1;   // cross-core flag: AIV -> AIC, a tile's epilogue is done
 constexpr std::uint32_t kMaxAhead = 8;   // tiles the cube may run ahead of the epilogue (flag counters saturate)
@@ -80,14 +111,16 @@ template <class T>
 class CubeSide {
  public:
   explicit CubeSide(const MatmulArgs& g) : g_(g), s_(g.s), t_(g.t) {
-    pipe_.InitBuffer(qa1_, 2, static_cast<std::uint64_t>(t_.base_m) * t_.step_k * kEs);
-    pipe_.InitBuffer(qb1_, 2, static_cast<std::uint64_t>(t_.step_k) * t_.base_n * kEs);
-    pipe_.InitBuffer(qa2_, 2, static_cast<std::uint64_t>(t_.base_m) * t_.base_k * kEs);
-    pipe_.InitBuffer(qb2_, 2, static_cast<std::uint64_t>(t_.base_k) * t_.base_n * kEs);
-    pipe_.InitBuffer(qc_, t_.l0c_buffers, static_cast<std::uint64_t>(t_.base_m) * t_.base_n * 4);
+    // The buffers, exactly as the tiling planned and checked them.
+    const MatmulBuffers b = matmul_buffers(s_, t_, kEs);
+    init_buffer(pipe_, qa1_, b.l1, "a1");
+    init_buffer(pipe_, qb1_, b.l1, "b1");
+    init_buffer(pipe_, qa2_, b.l0a, "a2");
+    init_buffer(pipe_, qb2_, b.l0b, "b2");
+    init_buffer(pipe_, qc_, b.l0c, "c");
     if (t_.bias_table) {
-      pipe_.InitBuffer(qbias1_, 1, ceil_to(t_.base_n * kEs, 32));
-      pipe_.InitBuffer(qbt_, 1, ceil_to(t_.base_n * 4, 64));
+      init_buffer(pipe_, qbias1_, b.l1, "bias");
+      init_buffer(pipe_, qbt_, b.bias_table, "bt");
     }
   }
 
@@ -253,14 +286,17 @@ struct Epilogue {
   std::uint32_t bias_loaded = 0, bias_used = 0;  // event ids
 
   void init(TPipe& pipe, const MatmulArgs& g) {
-    const std::uint64_t n = g.t.base_n, rows = g.t.epi_rows;
-    const std::uint64_t row = ub_row<T>(n), frow = ub_row<float>(n);
-    pipe.InitBuffer(qin, 2, rows * row * sizeof(T));
-    pipe.InitBuffer(qout, 2, rows * row * sizeof(T));
-    for (auto* b : {&fx, &fa, &fb, &fc}) pipe.InitBuffer(*b, rows * frow * 4);
+    // The buffers, exactly as the tiling planned and checked them.
+    const BufferPlan ub = matmul_buffers(g.s, g.t, sizeof(T)).ub;
+    init_buffer(pipe, qin, ub, "in");
+    init_buffer(pipe, qout, ub, "out");
+    init_buffer(pipe, fx, ub, "x");
+    init_buffer(pipe, fa, ub, "a");
+    init_buffer(pipe, fb, ub, "b");
+    init_buffer(pipe, fc, ub, "c");
     if (g.s.bias && !g.t.bias_table) {
-      pipe.InitBuffer(fbias, frow * 4);
-      pipe.InitBuffer(fbias_t, ceil_to(n * sizeof(T), 32));
+      init_buffer(pipe, fbias, ub, "bias");
+      init_buffer(pipe, fbias_t, ub, "bias_t");
       bias_loaded = pipe.AllocEventID(PIPE_MTE2, PIPE_V);
       bias_used = pipe.AllocEventID(PIPE_V, PIPE_MTE2);
     }
@@ -406,6 +442,21 @@ MatmulTiling plan_tiling(const MatmulShape& s, std::uint64_t es, const config::C
     const std::uint64_t ub = chip.buffers.ub.size - 2 * frow - 2 * trow;
     best.epi_rows = u32(std::min<std::uint64_t>(ub / (4 * trow + 4 * frow), best.base_m));
     if (best.epi_rows == 0) throw InputError("matmul: a row of the output tile does not fit the UB of chip " + chip.name);
+  }
+  // The kernels allocate exactly these plans: a tiling whose plan outgrows a buffer is a bug here, said as one.
+  const MatmulBuffers planned = matmul_buffers(s, best, es);
+  const std::pair<const BufferPlan*, const config::BufferParams*> spaces[] = {{&planned.l1, &buf.l1},
+                                                                              {&planned.l0a, &buf.l0a},
+                                                                              {&planned.l0b, &buf.l0b},
+                                                                              {&planned.l0c, &buf.l0c},
+                                                                              {&planned.bias_table, &buf.bias_table},
+                                                                              {&planned.ub, &buf.ub}};
+  for (const auto& [plan, space] : spaces) {
+    const std::uint64_t total = plan->total(std::max<std::uint64_t>(space->align, 1));
+    if (total > space->size)
+      throw std::logic_error("matmul tiling " + std::to_string(best.base_m) + "x" + std::to_string(best.base_n) + "x" +
+                             std::to_string(best.base_k) + ": its buffers take " + std::to_string(total) + " B of a " +
+                             std::to_string(space->size) + " B buffer");
   }
   return best;
 }

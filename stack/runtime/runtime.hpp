@@ -3,7 +3,8 @@
 // driver (stack/driver: the rings, the doorbell, completion by interrupt or polling). The host program runs on its
 // own simulated thread: every API call costs its configured host time (keys host.*), submissions go through the
 // driver, and the host overlaps the device.
-// Trace and op summary of a run: stack/runtime/timeline.hpp. docs/runtime.md describes the whole layer.
+// Trace and op summary of a run: stack/runtime/timeline.hpp; its --json report: stack/runtime/report.hpp.
+// docs/runtime.md describes the whole layer.
 #pragma once
 
 #include <systemc>
