@@ -15,6 +15,13 @@ TaskScheduler::TaskScheduler(hw::chip::Chip& chip, const std::vector<KernelEntry
                              std::uint32_t cq_entries)
     : chip_(chip),
       kernels_(kernels),
+      stats_{&chip.stats().counter("chip.ts.kernels", "count", "kernel tasks the task scheduler started"),
+             &chip.stats().counter("chip.ts.memcpys", "count", "copy tasks started (H2D, D2H, D2D)"),
+             &chip.stats().counter("chip.ts.event_records", "count", "event record tasks"),
+             &chip.stats().counter("chip.ts.event_waits", "count", "event wait tasks"),
+             &chip.stats().counter("chip.ts.blocks_dispatched", "count", "kernel blocks dispatched to cores"),
+             &chip.stats().counter("chip.ts.completions_waited", "count",
+                                   "completions held back because the completion ring was full (host slow to drain)")},
       cq_(TaskRing::create(chip.memory(), cq_base, cq_entries)),
       core_busy_(chip.core_count(), false),
       order_policy_(make_dispatch_order(chip.config().launch.dispatch_order)) {}
@@ -35,6 +42,7 @@ void TaskScheduler::finish(std::size_t record, std::uint16_t stream, double at_n
   c.type = TaskType::kCompletion;
   c.task_id = r.task_id;
   c.stream = stream;
+  if (cq_.full() || !cq_backlog_.empty()) stats_.completions_waited->add();  // it cannot be written now
   cq_backlog_.push_back(c);
   write_completions();
   streams_[stream].busy = false;
@@ -62,6 +70,7 @@ void TaskScheduler::start_task(std::size_t s, const TaskDescriptor& d) {
   st.record = rec;
   switch (d.type) {
     case TaskType::kKernel: {
+      stats_.kernels->add();
       if (d.kernel >= kernels_.size()) throw InputError("task " + std::to_string(d.task_id) + ": unknown kernel " + std::to_string(d.kernel));
       if (d.block_dim == 0) throw InputError("kernel " + kernels_[d.kernel].name + ": block_dim must be at least 1");
       records_[rec].name = kernels_[d.kernel].name;
@@ -70,6 +79,7 @@ void TaskScheduler::start_task(std::size_t s, const TaskDescriptor& d) {
       break;
     }
     case TaskType::kMemcpy: {
+      stats_.memcpys->add();
       const double t = now_ns();
       hw::mem::Transfer tr;
       if (d.copy == CopyKind::kDeviceToDevice) {
@@ -86,12 +96,14 @@ void TaskScheduler::start_task(std::size_t s, const TaskDescriptor& d) {
       break;
     }
     case TaskType::kEventRecord:
+      stats_.event_records->add();
       records_[rec].name = "event record " + std::to_string(d.event);
       if (event_time_.size() <= d.event) event_time_.resize(d.event + 1, -1.0);
       event_time_[d.event] = now_ns();  // every earlier task of the stream is done: stream order
       finish(rec, static_cast<std::uint16_t>(s), now_ns());
       break;
     case TaskType::kEventWait:
+      stats_.event_waits->add();
       records_[rec].name = "event wait " + std::to_string(d.event);
       st.waiting_event = static_cast<int>(d.event);
       st.record = rec;
@@ -113,6 +125,7 @@ bool TaskScheduler::dispatch_block(KernelTask& task, std::uint64_t init_cycles) 
     for (const auto& c : slot) free = free && !core_busy_[c.core->identity().index];
     if (!free) continue;
     const std::uint32_t block = task.next_block++;
+    stats_.blocks->add();
     if (block == 0) rec.start_ns = now_ns();
     const std::size_t record = task.record;
     const std::uint32_t cores_per_block = static_cast<std::uint32_t>(slot.size());

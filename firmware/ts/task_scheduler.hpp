@@ -102,6 +102,12 @@ class TaskScheduler {
 
   hw::chip::Chip& chip_;
   const std::vector<KernelEntry>& kernels_;
+  // Its counters in the chip's registry (chip.ts.*, docs/metrics.md): tasks started per type, blocks dispatched,
+  // completions that waited for room in the ring.
+  struct Stats {
+    traces::Counter *kernels, *memcpys, *event_records, *event_waits, *blocks, *completions_waited;
+  };
+  Stats stats_;
   TaskRing cq_;
   // Completions the ring had no room for, oldest first: written as the host drains it (back-pressure: a host that
   // does not drain the ring delays its completion notices, never the device).

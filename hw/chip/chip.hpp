@@ -42,7 +42,7 @@ class Chip {
   mem::HostLink& host_link() { return host_link_; }
   ControlCpu& control_cpu() { return *control_cpu_; }
   // Every component's statistics (docs/metrics.md, "Statistics"): chip.<core>.*, chip.gm.*, chip.l2.*, chip.hbm.*,
-  // chip.sdma.*, chip.host_link.*; the firmware may add its own.
+  // chip.sdma.*, chip.host_link.*; the firmware adds its own (the task scheduler chip.ts.*).
   traces::StatsRegistry& stats() { return stats_; }
   const traces::StatsRegistry& stats() const { return stats_; }
 

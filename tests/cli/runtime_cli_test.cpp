@@ -128,6 +128,17 @@ TEST(RuntimeCli, StatsFileHoldsEveryComponentsCountersAndAgreesWithTheReport) {
   for (const auto& t : j["tasks"])
     if (t["type"] == "kernel") block_dim += t["block_dim"].get<std::uint64_t>();
   EXPECT_EQ(blocks, block_dim);
+  // The task scheduler's own counters: the tasks of the report, by type, and the blocks it dispatched.
+  std::uint64_t kernels = 0, memcpys = 0;
+  for (const auto& t : j["tasks"]) {
+    kernels += t["type"] == "kernel";
+    memcpys += t["type"] == "memcpy";
+  }
+  EXPECT_EQ(chip["ts"]["kernels"].get<std::uint64_t>(), kernels);
+  EXPECT_EQ(chip["ts"]["memcpys"].get<std::uint64_t>(), memcpys);
+  EXPECT_GT(memcpys, 0u);
+  EXPECT_EQ(chip["ts"]["blocks_dispatched"].get<std::uint64_t>(), block_dim);
+  EXPECT_EQ(chip["ts"]["completions_waited"].get<std::uint64_t>(), 0u);  // the CLI's host drains as it goes
   EXPECT_EQ(f["units"]["chip.aiv0.mte2.bytes"]["unit"], "bytes");
   EXPECT_EQ(f["units"]["chip.hbm.activates"]["unit"], "count");
 }

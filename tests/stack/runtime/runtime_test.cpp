@@ -243,6 +243,10 @@ TEST(Runtime, TenThousandTasksOnOneStreamPastTheCompletionRing) {
   const double device_path = launch_path(cfg);
   EXPECT_NEAR(dev.tasks().back().end_ns, 10000 * cfg.host.launch_overhead + device_path,
               0.02 * 10000 * cfg.host.launch_overhead);
+  EXPECT_EQ(dev.chip().stats().count("chip.ts.kernels"), 10000u);
+  EXPECT_EQ(dev.chip().stats().count("chip.ts.blocks_dispatched"), 10000u);
+  // The host drains only at the end: every completion past the ring's slots waited for room.
+  EXPECT_EQ(dev.chip().stats().count("chip.ts.completions_waited"), 10000u - fw::Platform::kRingEntries);
 }
 
 // Four streams and events between them, the submission rings never full (no host overhead, the device drains
