@@ -125,6 +125,9 @@ int sc_main(int argc, char** argv) {
   memtrace->add_flag("--no-l2", mopts.no_l2, "send the requests straight to the HBM controllers");
   memtrace->add_option("--bytes", mopts.bytes, "bytes per request (a multiple of hbm.burst_bytes)")->capture_default_str();
   memtrace->add_flag("--json", mopts.json, "print one JSON object (keys in docs/metrics.md)");
+  memtrace
+      ->add_option("--stats", mopts.stats, "write the memory system's counters (chip.hbm.*, chip.l2.*) as JSON to FILE")
+      ->type_name("FILE");
 
   npusim::cli::OpOptions oopts;
   ConfigOptions op_cfg;

@@ -2,15 +2,17 @@
 
 #include <chrono>
 #include <cmath>
-#include <sstream>
+#include <filesystem>
 #include <iomanip>
 #include <iostream>
+#include <sstream>
 
 #include <nlohmann/json.hpp>
 
 #include "common/config/loader.hpp"
 #include "common/util/error.hpp"
 #include "hw/mem/trace_replay.hpp"
+#include "traces/stats.hpp"
 
 namespace npusim::cli {
 
@@ -21,7 +23,15 @@ int run_memtrace_command(const MemtraceOptions& opts) {
     throw InputError("--bytes " + std::to_string(opts.bytes) + " must be a positive multiple of hbm.burst_bytes (" +
                      std::to_string(cfg.hbm.burst_bytes) + ")");
   }
+  if (!opts.stats.empty()) {  // a missing directory is an error before the replay
+    const std::filesystem::path dir = std::filesystem::path(opts.stats).parent_path();
+    std::error_code ec;
+    if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
+      throw InputError("--stats " + opts.stats + ": the directory '" + dir.string() + "' does not exist");
+  }
   hw::mem::MemorySystem memory(cfg, 1);
+  traces::StatsRegistry stats;
+  memory.register_stats(stats, "chip");
   hw::mem::TraceReplayer replay(memory, !opts.no_l2, opts.bytes);
   const auto t0 = std::chrono::steady_clock::now();
   traces::read_memtrace_file(opts.file, [&](const traces::MemTraceRecord& r) {
@@ -69,6 +79,14 @@ int run_memtrace_command(const MemtraceOptions& opts) {
                                                        : nlohmann::json(static_cast<double>(hits) / static_cast<double>(hits + misses))}};
   j["sim"] = {{"wall_seconds", wall},
               {"requests_per_second", wall > 0 ? static_cast<double>(res.requests) / wall : 0.0}};
+  if (!opts.stats.empty()) {
+    try {
+      traces::write_stats_file(opts.stats, cfg.name, stats);
+    } catch (const std::runtime_error& e) {
+      throw InputError(std::string("--stats: ") + e.what());
+    }
+    j["stats"] = opts.stats;
+  }
   if (opts.json) {
     std::cout << j.dump(2) << "\n";
   } else {

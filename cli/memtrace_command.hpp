@@ -14,6 +14,7 @@ struct MemtraceOptions {
   bool no_l2 = false;
   bool json = false;
   std::uint64_t bytes = 64;
+  std::string stats;  // --stats FILE: the memory system's counters (docs/metrics.md, "Statistics")
 };
 
 int run_memtrace_command(const MemtraceOptions& opts);

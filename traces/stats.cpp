@@ -1,6 +1,7 @@
 #include "traces/stats.hpp"
 
 #include <algorithm>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <stdexcept>
 
@@ -120,6 +121,14 @@ nlohmann::json StatsRegistry::to_json() const {
     root[nlohmann::json::json_pointer(pointer)] = std::move(value);
   }
   return root;
+}
+
+void write_stats_file(const std::string& path, const std::string& config, const StatsRegistry& reg) {
+  const nlohmann::json j = {{"config", config}, {"stats", reg.to_json()}, {"units", reg.describe()}};
+  std::ofstream out(path, std::ios::binary | std::ios::trunc);
+  out << j.dump(1) << "\n";
+  out.flush();
+  if (!out) throw std::runtime_error("cannot write '" + path + "'");
 }
 
 nlohmann::json StatsRegistry::describe() const {

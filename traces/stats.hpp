@@ -40,6 +40,11 @@ struct Distribution {
   double mean() const { return count ? sum / static_cast<double>(count) : 0.0; }
 };
 
+class StatsRegistry;
+// Writes {"config": config, "stats": the registry's values nested, "units": each path's unit and doc} to `path`;
+// std::runtime_error naming the path when it cannot be written.
+void write_stats_file(const std::string& path, const std::string& config, const StatsRegistry& reg);
+
 class StatsRegistry {
  public:
   // Each registers a stat at a dotted path, with its unit and one line of doc. A path registered twice, or a path

@@ -1,7 +1,6 @@
 #include "stack/runtime/run_outputs.hpp"
 
 #include <filesystem>
-#include <fstream>
 
 #include "common/util/error.hpp"
 #include "stack/runtime/timeline.hpp"
@@ -75,12 +74,11 @@ void RunOutputs::finish(const Device& dev, nlohmann::json& report) {
 }
 
 void write_stats(const std::string& path, const Device& dev) {
-  const traces::StatsRegistry& reg = dev.chip().stats();
-  const nlohmann::json j = {{"config", dev.chip().config().name}, {"stats", reg.to_json()}, {"units", reg.describe()}};
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << j.dump(1) << "\n";
-  out.flush();
-  if (!out) throw InputError("--stats: cannot write '" + path + "'");
+  try {
+    traces::write_stats_file(path, dev.chip().config().name, dev.chip().stats());
+  } catch (const std::runtime_error& e) {
+    throw InputError(std::string("--stats: ") + e.what());
+  }
 }
 
 }  // namespace npusim::stack::runtime

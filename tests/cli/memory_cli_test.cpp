@@ -75,7 +75,7 @@ TEST(MemoryCli, LatencyProbeMeasuresTheDocumentedSums) {
 }
 
 std::string trace_file(const std::string& name, int n, bool random, std::uint64_t cycle = 0) {
-  const std::string path = ::testing::TempDir() + "npusim_" + name + "_" + std::to_string(getpid()) + ".trace";
+  std::string path = ::testing::TempDir() + "npusim_" + name + "_" + std::to_string(getpid()) + ".trace";
   std::ofstream out(path);
   std::mt19937_64 rng(5);
   for (int i = 0; i < n; ++i) {
@@ -132,6 +132,34 @@ TEST(MemoryCli, RandomSmallReadsAreFarSlowerThanSequentialOnes) {
   EXPECT_NEAR(k["memory"]["hbm_read_bytes"].get<double>() / k["memory"]["gm_read_bytes"].get<double>(), 8.0, 0.5);
   std::remove(seq.c_str());
   std::remove(rnd.c_str());
+}
+
+// `memtrace --stats`: the memory system's counters behind the report. Sequential 64 B reads through the L2: one
+// lookup per request, and a 512 B line missed once per 8 requests (7 of 8 hit), each miss a line read from HBM.
+TEST(MemoryCli, MemtraceStatsAreTheCountersBehindTheReport) {
+  const std::string seq = trace_file("seq_stats", 8000, false);
+  const std::string path = ::testing::TempDir() + "npusim_memtrace_stats.json";
+  const auto j = json_of("memtrace " + seq + " --stats " + path);
+  EXPECT_EQ(j["stats"], path);
+  std::ifstream in(path);
+  const nlohmann::json f = nlohmann::json::parse(in);
+  const nlohmann::json& chip = f["stats"]["chip"];
+  EXPECT_EQ(chip["hbm"]["read_bytes"], j["memory"]["hbm_read_bytes"]);
+  EXPECT_EQ(chip["gm"]["reads"].get<std::uint64_t>(), 8000u);
+  EXPECT_EQ(chip["gm"]["read_bytes"].get<std::uint64_t>(), 8000u * 64);
+  std::uint64_t hits = 0, misses = 0;
+  for (const auto& [name, slice] : chip["l2"].items()) {
+    hits += slice["hits"].get<std::uint64_t>();
+    misses += slice["misses"].get<std::uint64_t>();
+  }
+  EXPECT_EQ(hits + misses, 8000u);
+  EXPECT_EQ(misses, 1000u);
+  EXPECT_EQ(chip["hbm"]["read_bytes"].get<std::uint64_t>(), misses * 512);
+  EXPECT_EQ(f["units"]["chip.hbm.read_bytes"]["unit"], "bytes");
+  const Result bad = run("memtrace " + seq + " --stats /nonexistent-dir/s.json");
+  EXPECT_EQ(bad.status, 1);
+  EXPECT_NE(bad.err.find("--stats /nonexistent-dir/s.json: the directory"), std::string::npos) << bad.err;
+  std::remove(seq.c_str());
 }
 
 TEST(MemoryCli, SampleTracesReplayAndBadTracesAreClearErrors) {
