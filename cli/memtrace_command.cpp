@@ -2,7 +2,6 @@
 
 #include <chrono>
 #include <cmath>
-#include <filesystem>
 #include <iomanip>
 #include <iostream>
 #include <sstream>
@@ -11,6 +10,7 @@
 
 #include "common/config/loader.hpp"
 #include "common/util/error.hpp"
+#include "common/util/file.hpp"
 #include "hw/mem/trace_replay.hpp"
 #include "traces/stats.hpp"
 
@@ -23,12 +23,7 @@ int run_memtrace_command(const MemtraceOptions& opts) {
     throw InputError("--bytes " + std::to_string(opts.bytes) + " must be a positive multiple of hbm.burst_bytes (" +
                      std::to_string(cfg.hbm.burst_bytes) + ")");
   }
-  if (!opts.stats.empty()) {  // a missing directory is an error before the replay
-    const std::filesystem::path dir = std::filesystem::path(opts.stats).parent_path();
-    std::error_code ec;
-    if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
-      throw InputError("--stats " + opts.stats + ": the directory '" + dir.string() + "' does not exist");
-  }
+  if (!opts.stats.empty()) check_output_dir("--stats", opts.stats);  // before the replay
   hw::mem::MemorySystem memory(cfg, 1);
   traces::StatsRegistry stats;
   memory.register_stats(stats, "chip");

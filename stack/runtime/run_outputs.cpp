@@ -3,6 +3,7 @@
 #include <filesystem>
 
 #include "common/util/error.hpp"
+#include "common/util/file.hpp"
 #include "stack/runtime/timeline.hpp"
 
 namespace npusim::stack::runtime {
@@ -28,13 +29,8 @@ RunOutputs::RunOutputs(OutputPaths paths, double core_hz) : paths_(std::move(pat
         throw InputError(std::string(named[i].first) + " and " + named[j].first + " name the same file '" +
                          *named[j].second + "': give each output its own file");
   // The files written at the end: a missing directory is an error now, before anything is simulated.
-  for (const auto& [option, path] : {named[1], named[2]}) {
-    if (path->empty()) continue;
-    const std::filesystem::path dir = std::filesystem::path(*path).parent_path();
-    std::error_code ec;
-    if (!dir.empty() && !std::filesystem::is_directory(dir, ec))
-      throw InputError(std::string(option) + " " + *path + ": the directory '" + dir.string() + "' does not exist");
-  }
+  for (const auto& [option, path] : {named[1], named[2]})
+    if (!path->empty()) check_output_dir(option, *path);
   if (paths_.trace.empty()) return;
   try {
     writer_ = std::make_unique<traces::ChromeTraceWriter>(paths_.trace);
