@@ -5,6 +5,8 @@
 
 #include <cmath>
 #include <cstdint>
+#include <stdexcept>
+#include <string>
 
 #include "common/util/arith.hpp"
 #include "firmware/kernel/kernel_api.hpp"
@@ -47,7 +49,19 @@ void init_buffer(TPipe& pipe, TQue<pos, depth>& q, const BufferPlan& plan, const
 }
 template <TPosition pos>
 void init_buffer(TPipe& pipe, TBuf<pos>& buf, const BufferPlan& plan, const std::string& name) {
-  pipe.InitBuffer(buf, plan[name].bytes);
+  const BufferPlan::Buffer& b = plan[name];
+  if (b.slots != 1)
+    throw std::logic_error("buffer plan: '" + name + "' has " + std::to_string(b.slots) + " slots, not 1");
+  pipe.InitBuffer(buf, b.bytes);
+}
+// A planned buffer of n slots as n TBufs (a ping-pong the kernel guards with its own flags).
+template <TPosition pos, std::size_t n>
+void init_buffer(TPipe& pipe, TBuf<pos> (&bufs)[n], const BufferPlan& plan, const std::string& name) {
+  const BufferPlan::Buffer& b = plan[name];
+  if (b.slots != n)
+    throw std::logic_error("buffer plan: '" + name + "' has " + std::to_string(b.slots) + " slots, not " +
+                           std::to_string(n));
+  for (TBuf<pos>& buf : bufs) pipe.InitBuffer(buf, b.bytes);
 }
 
 // Elements of a row of `n` elements in UB (rows start 32 B-aligned).

@@ -1,14 +1,14 @@
 // ReduceSum, ReduceMean, ReduceMax along one axis (-p axis=k, default the last), the axis removed from the output.
 // The tensor is viewed as [outer, R, inner] around the axis:
 // - inner == 1 (the last axis): rows of R; each vector core reduces its rows tile by tile with the row reductions
-//   of row_util.hpp and writes one value per row;
+//   of row_math.hpp and writes one value per row;
 // - inner > 1: units of (outer index, chunk of inner) go round-robin to the cores; a unit streams its R rows of the
 //   chunk through a double-buffered queue and accumulates them with elementwise Add/Max in fp32.
 #include <algorithm>
 
 #include "common/util/error.hpp"
 #include "stack/ops/op.hpp"
-#include "stack/ops/row_util.hpp"
+#include "stack/ops/row_math.hpp"
 
 namespace npusim::stack::ops {
 

@@ -134,6 +134,19 @@ inline Slots slots_of(const FaArgs& g) {
   return Slots{g.workspace + GetBlockIdx() * g.t.slot_bytes, g.t.bq, g.t.bk, g.s.D};
 }
 
+// The buffers the kernels allocate for blocks of bq x bk, one plan per space; on split chips l1 .. l0c are the
+// AIC's and ub each AIV's, on coupled chips all are the one core's. plan_fa checks each against its buffer, the
+// kernels allocate from them (names in fa_buffers, flash_attention.cpp).
+struct FaBuffers {
+  BufferPlan l1, l0a, l0b, l0c, ub;
+};
+FaBuffers fa_buffers(const FaShape& s, std::uint64_t bq, std::uint64_t bk, std::uint64_t es, bool split);
+// The plans of a kernel's call, for elements of T.
+template <class T>
+FaBuffers planned_buffers(const FaArgs& g, bool split) {
+  return fa_buffers(g.s, g.t.bq, g.t.bk, sizeof(T), split);
+}
+
 // --- Cube side ----------------------------------------------------------------------------------------------------
 
 // The cube queues of either chip kind. L1: Q (kept for the unit), K, P, V; L0A/L0B/L0C ping-pong.
@@ -149,16 +162,15 @@ struct CubeBuffers {
 
   // Split chips: P arrives in L1 through its own queue and L0C drains through the CO1 queue. Coupled chips
   // (flags.event_ids may be 4) manage P and L0C with explicit flags and keep one V buffer.
-  void init(TPipe& pipe, const FaArgs& g, bool split) {
-    const std::uint64_t bq = g.t.bq, bk = g.t.bk, d = g.s.D, es = sizeof(T);
-    pipe.InitBuffer(qq, 1, bq * d * es);
-    pipe.InitBuffer(qk, 2, bk * d * es);
-    pipe.InitBuffer(qv, split ? 2 : 1, bk * d * es);
-    pipe.InitBuffer(qa2, 2, std::max(bq * d, bq * bk) * es);
-    pipe.InitBuffer(qb2, 2, bk * d * es);
+  void init(TPipe& pipe, const FaBuffers& b, bool split) {
+    init_buffer(pipe, qq, b.l1, "q");
+    init_buffer(pipe, qk, b.l1, "k");
+    init_buffer(pipe, qv, b.l1, "v");
+    init_buffer(pipe, qa2, b.l0a, "a2");
+    init_buffer(pipe, qb2, b.l0b, "b2");
     if (split) {
-      pipe.InitBuffer(qp, 2, bq * bk * es);
-      pipe.InitBuffer(qc, 2, std::max(bq * bk, bq * d) * 4);
+      init_buffer(pipe, qp, b.l1, "p");
+      init_buffer(pipe, qc, b.l0c, "c");
     }
   }
 

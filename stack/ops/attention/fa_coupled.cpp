@@ -1,8 +1,9 @@
 // FlashAttention on coupled chips (fa_common.hpp): one core does both; S and PV go L0C -> UB (NZ fractals) and P
-// goes UB -> L1, with no GM round trip. Row operations work on the NZ layout: a column block of 16 is contiguous, a
-// per-row value broadcast into a 16-wide column block has the same shape, and a row reduction is a reduction over
-// column blocks then over 16 lanes.
+// goes UB -> L1, with no GM round trip. Row operations work on the NZ layout (row_math.hpp's NzTile): a column
+// block of 16 is contiguous, a per-row value broadcast into a 16-wide column block has the same shape, and a row
+// reduction is a reduction over column blocks then over 16 lanes.
 #include "stack/ops/attention/fa_common.hpp"
+#include "stack/ops/row_math.hpp"
 
 namespace npusim::stack::ops::attention {
 
@@ -40,57 +41,6 @@ struct Handoff {
   }
 };
 
-// Row operations on an NZ fp32 tile in UB: M1 row fractals by N1 column blocks, fractal (fm, fn) at
-// (fn * M1 + fm) x 256 elements, 16 x 16 row-major inside. A column block (M1 x 256 elements) is contiguous.
-struct NzTile {
-  LocalTensor<float> t;
-  std::uint32_t m1, n1;
-  LocalTensor<float> block(std::uint32_t fn) const { return t[static_cast<std::uint64_t>(fn) * m1 * 256]; }
-  std::uint64_t block_elems() const { return static_cast<std::uint64_t>(m1) * 256; }
-  std::uint64_t elems() const { return block_elems() * n1; }
-};
-
-// One value per row (16 m1 rows) into `out`: combine the column blocks into `part` (one column block of scratch),
-// then reduce its 16 lanes per row.
-inline void nz_row_reduce(bool max, const LocalTensor<float>& out, const NzTile& x, const LocalTensor<float>& part) {
-  LocalTensor<float> src = x.block(0);
-  if (x.n1 > 1) {
-    if (max)
-      Max(part, x.block(0), x.block(1), x.block_elems());
-    else
-      Add(part, x.block(0), x.block(1), x.block_elems());
-    for (std::uint32_t fn = 2; fn < x.n1; ++fn) {
-      if (max)
-        Max(part, part, x.block(fn), x.block_elems());
-      else
-        Add(part, part, x.block(fn), x.block_elems());
-    }
-    src = part;
-  }
-  // A row of a column block is 16 lanes (2 blocks); rows are 2 blocks apart.
-  if (max)
-    WholeReduceMax(out, src, 16, u8(x.m1 * 16), 1, 1, 2);
-  else
-    WholeReduceSum(out, src, 16, u8(x.m1 * 16), 1, 1, 2);
-}
-
-// A per-row vector (16 m1 values) broadcast into one column block: row r's value fills its 16 lanes.
-inline void nz_row_broadcast(const LocalTensor<float>& bc, const LocalTensor<float>& v, std::uint32_t m1) {
-  const std::uint8_t rep = u8(ceil_div(m1 * 16, 8));
-  Brcb(bc, v, rep, BrcbRepeatParams{2, 16});     // value r into block 2r
-  Brcb(bc[8], v, rep, BrcbRepeatParams{2, 16});  // and block 2r + 1
-}
-
-// Lane bits of a 64-lane repeat covering 4 rows of 16 columns: the columns c of rows r with masked(r, c) are set.
-template <class F>
-std::uint64_t row_group_bits(std::uint32_t first_row, F masked) {
-  std::uint64_t bits = 0;
-  for (std::uint32_t rr = 0; rr < 4; ++rr)
-    for (std::uint32_t c = 0; c < 16; ++c)
-      if (masked(first_row + rr, c)) bits |= 1ULL << (rr * 16 + c);
-  return bits;
-}
-
 // The coupled kernel on one core: the Cube computes S a block ahead; the Vector unit takes S from L0C, runs the
 // online softmax on the NZ tile, hands P to the Cube through L1, and folds PV into the output accumulator.
 template <class T>
@@ -114,25 +64,28 @@ class Coupled {
   static constexpr std::uint64_t kEs = sizeof(T);
 
   void init() {
-    const std::uint64_t bq = g_.t.bq, bk = g_.t.bk, d = g_.s.D;
-    cb_.init(pipe_, g_, false);
-    for (auto& c : l0c_) pipe_.InitBuffer(c, std::max(bq * bk, bq * d) * 4);
-    pipe_.InitBuffer(p_l1_, bq * bk * kEs);
-    pipe_.InitBuffer(s_ub_, bq * bk * 4);
-    pipe_.InitBuffer(pv_ub_, bq * d * 4);
-    pipe_.InitBuffer(o_ub_, bq * d * 4);
-    pipe_.InitBuffer(part_, bq * 16 * 4);
-    pipe_.InitBuffer(bc_, bq * 16 * 4);
-    pipe_.InitBuffer(p_ub_, bq * bk * kEs);
-    pipe_.InitBuffer(nz_ub_, bq * d * kEs);
-    pipe_.InitBuffer(out_ub_, bq * d * kEs);
-    for (auto* v : {&m_v_, &l_v_, &alpha_v_, &mx_v_}) pipe_.InitBuffer(*v, bq * 4);
+    const FaBuffers b = planned_buffers<T>(g_, false);
+    cb_.init(pipe_, b, false);
+    init_buffer(pipe_, l0c_, b.l0c, "c");
+    init_buffer(pipe_, p_l1_, b.l1, "p");
+    init_buffer(pipe_, s_ub_, b.ub, "s");
+    init_buffer(pipe_, pv_ub_, b.ub, "pv");
+    init_buffer(pipe_, o_ub_, b.ub, "o");
+    init_buffer(pipe_, part_, b.ub, "part");
+    init_buffer(pipe_, bc_, b.ub, "bc");
+    init_buffer(pipe_, p_ub_, b.ub, "p");
+    init_buffer(pipe_, nz_ub_, b.ub, "o_nz");
+    init_buffer(pipe_, out_ub_, b.ub, "o_t");
+    init_buffer(pipe_, m_v_, b.ub, "m");
+    init_buffer(pipe_, l_v_, b.ub, "l");
+    init_buffer(pipe_, alpha_v_, b.ub, "alpha");
+    init_buffer(pipe_, mx_v_, b.ub, "mx");
     for (auto& h : c_ready_) h.init(pipe_, PIPE_M, PIPE_V);
     p_in_ub_.init(pipe_, PIPE_V, PIPE_MTE3);
     p_in_l1_.init(pipe_, PIPE_MTE3, PIPE_MTE1);
     out_ready_.init(pipe_, PIPE_V, PIPE_MTE3);
     if (g_.s.mask) {
-      pipe_.InitBuffer(mask_ub_, bq * bk * kEs);
+      init_buffer(pipe_, mask_ub_, b.ub, "mask");
       mask_in_.init(pipe_, PIPE_MTE2, PIPE_V);
     }
     m_ = m_v_.Get<float>();
@@ -198,7 +151,8 @@ class Coupled {
   void mask_invisible(const FaStep& st, const NzTile& s, std::uint32_t m1, std::uint32_t n1) {
     if (st.w % 16) {
       const std::uint32_t valid = st.w % 16;
-      const std::uint64_t bits[2] = {row_group_bits(0, [&](std::uint32_t, std::uint32_t c) { return c >= valid; }), 0};
+      const std::uint64_t bits[2] = {nz_row_group_bits(0, [&](std::uint32_t, std::uint32_t c) { return c >= valid; }),
+                                     0};
       Duplicate(s.block(n1 - 1), kMasked, bits, u8(m1 * 4), 1, 8);
     }
     if (!g_.s.causal || st.kv0 + st.w - 1 <= st.q0) return;
@@ -210,15 +164,16 @@ class Coupled {
       const std::int64_t diag = static_cast<std::int64_t>(fn) - delta;
       if (diag < 0 || diag >= m1) continue;
       for (std::uint32_t gr = 0; gr < 4; ++gr) {
-        const std::uint64_t bits[2] = {row_group_bits(gr * 4, [](std::uint32_t r, std::uint32_t c) { return c > r; }),
-                                       0};
+        const std::uint64_t bits[2] = {
+            nz_row_group_bits(gr * 4, [](std::uint32_t r, std::uint32_t c) { return c > r; }), 0};
         Duplicate(s.block(fn)[static_cast<std::uint64_t>(diag) * 256 + gr * 64], kMasked, bits, 1, 1, 8);
       }
     }
   }
 
   // The running max m and sum l, alpha = exp(m_old - m_new), s = exp(s - m).
-  void online_softmax(const FaStep& st, const NzTile& s, std::uint32_t m1, std::uint32_t n1) {
+  void online_softmax(const FaStep& st, const NzTile& s) {
+    const std::uint32_t m1 = s.m1;
     if (st.first) {
       nz_row_reduce(true, m_, s, scratch_);
       Maxs(m_, m_, kMasked, m1 * 16);  // a first block masked with -inf (left padding) must not make s - m NaN
@@ -230,7 +185,7 @@ class Coupled {
       Adds(m_, mx_, 0.0f, m1 * 16);
     }
     nz_row_broadcast(bcast_, m_, m1);
-    for (std::uint32_t fn = 0; fn < n1; ++fn) Sub(s.block(fn), s.block(fn), bcast_, s.block_elems());
+    nz_row_op(RowOp::kSub, s, bcast_);
     Exp(s.t, s.t, s.elems());
     if (st.first) {
       nz_row_reduce(false, l_, s, scratch_);
@@ -251,7 +206,7 @@ class Coupled {
     Muls(s.t, s.t, g_.s.scale, s.elems());
     if (g_.s.mask) add_mask(s, m1, n1);
     mask_invisible(st, s, m1, n1);
-    online_softmax(st, s, m1, n1);
+    online_softmax(st, s);
     // P: the fp32 fractals cast to fp16 are the L1 NZ layout of the left operand (16 x 16 fp16 fractals).
     p_in_ub_.acquire();
     convert(p_ub_.template Get<T>(), s.t, s.elems());
@@ -286,12 +241,12 @@ class Coupled {
       Adds(o_, pvt, 0.0f, acc.elems());
     } else {
       nz_row_broadcast(bcast_, alpha_, m1);
-      for (std::uint32_t fn = 0; fn < dn; ++fn) Mul(acc.block(fn), acc.block(fn), bcast_, acc.block_elems());
+      nz_row_op(RowOp::kMul, acc, bcast_);
       Add(o_, o_, pvt, acc.elems());
     }
     if (!st.last) return;
     nz_row_broadcast(bcast_, l_, m1);
-    for (std::uint32_t fn = 0; fn < dn; ++fn) Div(acc.block(fn), acc.block(fn), bcast_, acc.block_elems());
+    nz_row_op(RowOp::kDiv, acc, bcast_);
     // In T a row's 16 values of a column block are one 32 B block, so one strided copy per column block (8 rows
     // per repeat) puts them at their place in the rows; then one contiguous copy to GM.
     const LocalTensor<T> nz = nz_ub_.template Get<T>(), ot = out_ub_.template Get<T>();

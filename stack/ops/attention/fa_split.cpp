@@ -6,6 +6,7 @@
 // S_{i+1} before PV_i, so it works on the next block while the vector cores run the softmax of this one. Two slots
 // of each kind suffice (see the ordering argument in docs/ops.md).
 #include "stack/ops/attention/fa_common.hpp"
+#include "stack/ops/row_math.hpp"
 
 namespace npusim::stack::ops::attention {
 
@@ -22,83 +23,27 @@ struct SoftmaxState {
 
   void init(TPipe& pipe, const FaArgs& g) {
     R = u32(ceil_div(g.t.bq, 2));
-    const std::uint64_t bk = g.t.bk, d = g.s.D, vec = ceil_to(R * 4ULL, 32);
-    pipe.InitBuffer(qs, 2, R * bk * 4);
-    pipe.InitBuffer(qpv, 1, R * d * 4);
-    pipe.InitBuffer(qp, 1, R * bk * sizeof(T));
-    pipe.InitBuffer(qo, 1, R * ub_row<T>(d) * sizeof(T));
+    const BufferPlan ub = planned_buffers<T>(g, true).ub;
+    init_buffer(pipe, qs, ub, "s");
+    init_buffer(pipe, qpv, ub, "pv");
+    init_buffer(pipe, qp, ub, "p");
+    init_buffer(pipe, qo, ub, "o_t");
+    const char* const per_unit[2][4] = {{"o.0", "m.0", "l.0", "alpha.0"}, {"o.1", "m.1", "l.1", "alpha.1"}};
     for (int p = 0; p < 2; ++p) {
-      pipe.InitBuffer(fo[p], R * d * 4);
-      pipe.InitBuffer(fm[p], vec);
-      pipe.InitBuffer(fl[p], vec);
-      pipe.InitBuffer(falpha[p], vec);
+      init_buffer(pipe, fo[p], ub, per_unit[p][0]);
+      init_buffer(pipe, fm[p], ub, per_unit[p][1]);
+      init_buffer(pipe, fl[p], ub, per_unit[p][2]);
+      init_buffer(pipe, falpha[p], ub, per_unit[p][3]);
     }
-    pipe.InitBuffer(fmx, vec * ceil_div(bk, 64));
-    pipe.InitBuffer(frs, vec * ceil_div(bk, 64));
-    pipe.InitBuffer(fbc, ceil_to(R, 8) * 32ULL);
+    init_buffer(pipe, fmx, ub, "mx");
+    init_buffer(pipe, frs, ub, "rs");
+    init_buffer(pipe, fbc, ub, "bc");
     if (g.s.mask) {
-      pipe.InitBuffer(qmask, 1, R * bk * sizeof(T));
-      pipe.InitBuffer(fmaskf, R * 64 * 4ULL);
+      init_buffer(pipe, qmask, ub, "mask");
+      init_buffer(pipe, fmaskf, ub, "mask_f");
     }
   }
 };
-
-// Sets columns [c0, bk) of `rows` rows (starting at row `r`) of an ND fp32 tile with rows of bk to kMasked.
-inline void mask_columns(const LocalTensor<float>& s, std::uint32_t bk, std::uint32_t r, std::uint32_t rows,
-                         std::uint32_t c0) {
-  for (std::uint32_t h = 0; h < bk; h += 64) {
-    const std::uint32_t lanes = std::min<std::uint32_t>(64, bk - h);
-    if (c0 >= h + lanes) continue;
-    const std::uint32_t lo = c0 > h ? c0 - h : 0;
-    const std::uint64_t upto = lanes == 64 ? ~0ULL : (1ULL << lanes) - 1;  // lanes of this row only
-    const std::uint64_t bits[2] = {upto & ~((1ULL << lo) - 1), 0};
-    Duplicate(s[static_cast<std::uint64_t>(r) * bk + h], kMasked, bits, u8(rows), 1, u8(bk / 8));
-  }
-}
-
-// Row-wise op of an ND fp32 tile (rows of `cols`, stride `stride` elements) with a per-row value broadcast in `bc`
-// ([rows][8] blocks): x[r][c] = op(x[r][c], bc[r]).
-enum class RowOp { kSub, kMul, kDiv };
-inline void row_broadcast(RowOp op, const LocalTensor<float>& x, const LocalTensor<float>& bc, std::uint32_t rows,
-                          std::uint32_t cols, std::uint32_t stride) {
-  const std::uint8_t rep = u8(stride / 8);
-  for (std::uint32_t h = 0; h < cols; h += 64) {
-    const std::uint64_t mask = std::min<std::uint32_t>(64, cols - h);
-    const BinaryRepeatParams p{1, 1, 0, rep, rep, 1};
-    const LocalTensor<float> xh = x[h];
-    if (op == RowOp::kSub)
-      Sub(xh, xh, bc, mask, u8(rows), p);
-    else if (op == RowOp::kMul)
-      Mul(xh, xh, bc, mask, u8(rows), p);
-    else
-      Div(xh, xh, bc, mask, u8(rows), p);
-  }
-}
-
-// A row reduction of an ND fp32 tile with rows of bk (16, 32 or a multiple of 64): one value per row into `out`,
-// using `parts` (bk / 64 vectors of rows) as scratch.
-inline void row_reduce(bool max, const LocalTensor<float>& out, const LocalTensor<float>& s,
-                       const LocalTensor<float>& parts, std::uint32_t rows, std::uint32_t bk, std::uint32_t vec) {
-  const std::uint32_t chunks = u32(ceil_div(bk, 64)), lanes = std::min<std::uint32_t>(64, bk);
-  for (std::uint32_t h = 0; h < chunks; ++h) {
-    const LocalTensor<float> dst = chunks == 1 ? out : parts[h * vec];
-    if (max)
-      WholeReduceMax(dst, s[h * 64], lanes, u8(rows), 1, 1, u8(bk / 8));
-    else
-      WholeReduceSum(dst, s[h * 64], lanes, u8(rows), 1, 1, u8(bk / 8));
-  }
-  if (chunks == 1) return;
-  if (max)
-    Max(out, parts, parts[vec], rows);
-  else
-    Add(out, parts, parts[vec], rows);
-  for (std::uint32_t h = 2; h < chunks; ++h) {
-    if (max)
-      Max(out, out, parts[h * vec], rows);
-    else
-      Add(out, out, parts[h * vec], rows);
-  }
-}
 
 // The vector side of one AIV: the softmax of each block's scores into P, and the PV blocks folded into the output.
 template <class T>
@@ -169,16 +114,16 @@ class VectorSide {
 
   // Columns past the block's keys, and (causal) the keys after each query row, set to kMasked.
   void mask_invisible(const FaStep& st, const LocalTensor<float>& s, std::uint32_t r0, std::uint32_t rows) {
-    if (st.w < bk_) mask_columns(s, bk_, 0, rows, st.w);
+    if (st.w < bk_) nd_fill_columns({s, bk_, bk_}, 0, rows, st.w, kMasked);
     if (!g_.s.causal || st.kv0 + st.w - 1 <= st.q0 + r0) return;
     // Query row qi sees keys <= qi: columns from qi + 1 - kv0 on are masked (all of them for rows above the
     // block, which go in one instruction per 64 columns).
     std::uint32_t r = 0;
     while (r < rows && st.q0 + r0 + r < st.kv0) ++r;
-    if (r > 0) mask_columns(s, bk_, 0, r, 0);
+    if (r > 0) nd_fill_columns({s, bk_, bk_}, 0, r, 0, kMasked);
     for (; r < rows; ++r) {
       const std::uint32_t qi = st.q0 + r0 + r;
-      if (qi + 1 < st.kv0 + st.w) mask_columns(s, bk_, r, 1, qi + 1 - st.kv0);
+      if (qi + 1 < st.kv0 + st.w) nd_fill_columns({s, bk_, bk_}, r, 1, qi + 1 - st.kv0, kMasked);
     }
   }
 
@@ -190,22 +135,22 @@ class VectorSide {
     const LocalTensor<float> alpha = sm_.falpha[i % 2].template Get<float>(), mx = sm_.fmx.template Get<float>();
     const LocalTensor<float> rs = sm_.frs.template Get<float>(), bc = sm_.fbc.template Get<float>();
     if (st.first) {
-      row_reduce(true, m, s, mx, rows, bk_, vec_);
+      nd_row_reduce(true, m, {s, bk_, bk_}, mx, rows, vec_);
       Maxs(m, m, kMasked, rows);  // a first block masked with -inf (left padding) must not make s - m NaN
     } else {
-      row_reduce(true, mx, s, rs, rows, bk_, vec_);
+      nd_row_reduce(true, mx, {s, bk_, bk_}, rs, rows, vec_);
       Max(mx, m, mx, rows);     // m_new
       Sub(alpha, m, mx, rows);  // m_old - m_new
       Exp(alpha, alpha, rows);
       Adds(m, mx, 0.0f, rows);
     }
     Brcb(bc, m, u8(ceil_div(rows, 8)), BrcbRepeatParams{1, 8});
-    row_broadcast(RowOp::kSub, s, bc, rows, bk_, bk_);
+    nd_row_op(RowOp::kSub, {s, bk_, bk_}, bc, rows);
     Exp(s, s, static_cast<std::uint64_t>(rows) * bk_);
     if (st.first) {
-      row_reduce(false, l, s, mx, rows, bk_, vec_);
+      nd_row_reduce(false, l, {s, bk_, bk_}, mx, rows, vec_);
     } else {
-      row_reduce(false, rs, s, mx, rows, bk_, vec_);
+      nd_row_reduce(false, rs, {s, bk_, bk_}, mx, rows, vec_);
       Mul(l, l, alpha, rows);
       Add(l, l, rs, rows);
     }
@@ -255,13 +200,13 @@ class VectorSide {
       Adds(o, pv, 0.0f, static_cast<std::uint64_t>(rows) * d_);
     } else {
       Brcb(bc, sm_.falpha[i % 2].template Get<float>(), u8(ceil_div(rows, 8)), BrcbRepeatParams{1, 8});
-      row_broadcast(RowOp::kMul, o, bc, rows, d_, d_);
+      nd_row_op(RowOp::kMul, {o, d_, d_}, bc, rows);
       Add(o, o, pv, static_cast<std::uint64_t>(rows) * d_);
     }
     sm_.qpv.FreeTensor(pv);
     if (!st.last) return;
     Brcb(bc, sm_.fl[p].template Get<float>(), u8(ceil_div(rows, 8)), BrcbRepeatParams{1, 8});
-    row_broadcast(RowOp::kDiv, o, bc, rows, d_, d_);
+    nd_row_op(RowOp::kDiv, {o, d_, d_}, bc, rows);
     LocalTensor<T> ot = sm_.qo.template AllocTensor<T>();
     convert(ot, o, static_cast<std::uint64_t>(rows) * d_);
     sm_.qo.EnQue(ot);
@@ -294,7 +239,7 @@ void fa_cube_split(const FaArgs& g) {
   const Slots slot = slots_of(g);
   TPipe pipe;
   CubeBuffers<T> cb;
-  cb.init(pipe, g, true);
+  cb.init(pipe, planned_buffers<T>(g, true), true);
   auto drain = [&](GM_ADDR dst, std::uint32_t rows, std::uint32_t cols, std::uint32_t stride, std::uint32_t flag) {
     LocalTensor<float> c = cb.qc.template DeQue<float>();
     GlobalTensor<float> gs;

@@ -165,31 +165,74 @@ std::uint64_t extent(const FaLayout& l, std::uint64_t B, std::uint64_t heads, st
 
 // The largest blocks (Bq rows, Bk columns) whose buffers fit the chip: the cube side's L1/L0 ping-pong buffers and
 // the vector side's UB (scores in two buffers, P, PV, two output accumulators and per-row vectors).
-FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& chip) {
-  const auto& b = chip.buffers;
+FaBuffers fa_buffers(const FaShape& s, std::uint64_t bq, std::uint64_t bk, std::uint64_t es, bool split) {
+  FaBuffers b;
   const std::uint64_t d = s.D;
+  // Cube side: Q for the unit, K and V (one V on coupled chips), P; L0A/L0B/L0C ping-pong.
+  b.l1.add("q", bq * d * es);
+  b.l1.add("k", bk * d * es, 2);
+  b.l1.add("v", bk * d * es, split ? 2 : 1);
+  b.l0a.add("a2", std::max(bq * d, bq * bk) * es, 2);
+  b.l0b.add("b2", bk * d * es, 2);
+  b.l0c.add("c", std::max(bq * bk, bq * d) * 4, 2);
+  b.l1.add("p", bq * bk * es, split ? 2 : 1);
+  if (split) {
+    // One AIV's half of the rows (fa_split.cpp): S in (two), PV in, P and O out; per unit parity the fp32 output
+    // accumulator and the running max, sum and rescale factor; reduction scratch and a broadcast block per row.
+    const std::uint64_t r = ceil_div(bq, 2), vec = ceil_to(r * 4, 32);
+    b.ub.add("s", r * bk * 4, 2);
+    b.ub.add("pv", r * d * 4);
+    b.ub.add("p", r * bk * es);
+    b.ub.add("o_t", r * ceil_to(d * es, 32));
+    auto per_unit = [&](const std::string& parity) {
+      b.ub.add("o" + parity, r * d * 4);
+      b.ub.add("m" + parity, vec);
+      b.ub.add("l" + parity, vec);
+      b.ub.add("alpha" + parity, vec);
+    };
+    per_unit(".0");
+    per_unit(".1");
+    b.ub.add("mx", vec * ceil_div(bk, 64));
+    b.ub.add("rs", vec * ceil_div(bk, 64));
+    b.ub.add("bc", ceil_to(r, 8) * 32);
+    if (s.mask) {
+      b.ub.add("mask", r * bk * es);
+      b.ub.add("mask_f", r * 64 * 4);
+    }
+  } else {
+    // One core (fa_coupled.cpp): S, PV and the accumulator in fp32; reduction scratch and a broadcast column block;
+    // P, and O as NZ and as rows, in T; the running max, sum, rescale factor and block max.
+    b.ub.add("s", bq * bk * 4);
+    b.ub.add("pv", bq * d * 4);
+    b.ub.add("o", bq * d * 4);
+    b.ub.add("part", bq * 16 * 4);
+    b.ub.add("bc", bq * 16 * 4);
+    b.ub.add("p", bq * bk * es);
+    b.ub.add("o_nz", bq * d * es);
+    b.ub.add("o_t", bq * d * es);
+    for (const char* v : {"m", "l", "alpha", "mx"}) b.ub.add(v, bq * 4);
+    if (s.mask) b.ub.add("mask", bq * bk * es);
+  }
+  return b;
+}
+
+FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& chip) {
+  const auto& buf = chip.buffers;
+  const std::uint64_t d = s.D;
+  auto fits = [](const BufferPlan& plan, const config::BufferParams& space) {
+    return plan.total(std::max<std::uint64_t>(space.align, 1)) <= space.size;
+  };
   // Blocks no larger than the sequences need (a short sequence gets a small block and a small workspace).
   const std::uint64_t sq16 = ceil_to(s.S, 16), sk16 = ceil_to(s.SK, 16);
   for (std::uint64_t bq : {128, 64, 32, 16}) {
     if (bq > sq16 && bq > 16 && bq / 2 >= sq16) continue;
     for (std::uint64_t bk : {256, 128, 64, 32, 16}) {
       if (bk > sk16 && bk > 16 && bk / 2 >= sk16) continue;
-      const std::uint64_t l1 = (bq * d + 2 * bq * bk + 4 * bk * d) * es;
-      const bool cube_fits = l1 <= b.l1.size && 2 * std::max(bq * d, bq * bk) * es <= b.l0a.size &&
-                             2 * bk * d * es <= b.l0b.size && 2 * std::max(bq * bk, bq * d) * 4 <= b.l0c.size &&
-                             (d / 16) * (bk / 16) <= 255;
-      std::uint64_t ub = 0;
-      if (chip.split()) {  // per AIV: half the rows (see SoftmaxState)
-        const std::uint64_t r = (bq + 1) / 2, vec = ceil_to(r * 4, 32);
-        ub = 2 * r * bk * 4 + r * d * 4 + r * bk * es + r * ub_row<float>(d) * es + 2 * r * d * 4 + 6 * vec +
-             2 * vec * ceil_div(bk, 64) + ceil_to(r, 8) * 32;
-        if (s.mask) ub += r * bk * es + r * 64 * 4;
-      } else {  // one core: S, PV, O in fp32, P and O in T, two column blocks of scratch, four row vectors
-        ub = bq * bk * 4 + 2 * bq * d * 4 + bq * bk * es + 2 * bq * d * es + 2 * bq * 16 * 4 + 4 * bq * 4;
-        if (s.mask) ub += bq * bk * es;
-      }
-      const bool l1_fits = chip.split() || l1 - bq * bk * es <= b.l1.size;  // coupled: one P buffer, one V buffer
-      if (!cube_fits || !l1_fits || ub > b.ub.size) continue;
+      const FaBuffers b = fa_buffers(s, bq, bk, es, chip.split());
+      // A Q K^T's L0B load is one LoadData of (D / 16)(Bk / 16) fractals, at most 255 repeats.
+      if ((d / 16) * (bk / 16) > 255 || !fits(b.l1, buf.l1) || !fits(b.l0a, buf.l0a) || !fits(b.l0b, buf.l0b) ||
+          !fits(b.l0c, buf.l0c) || !fits(b.ub, buf.ub))
+        continue;
       FaTiling t;
       t.bq = u32(bq);
       t.bk = u32(bk);

@@ -1,6 +1,6 @@
 // The row ops (softmax, log-softmax, LayerNorm and AddLayerNorm, RMSNorm, SwiGLU, RoPE in its half and interleaved
 // forms) share one device pipeline: the rows are split evenly over the vector cores; each core streams tiles of rows
-// through double-buffered VECIN/VECOUT queues, computing in fp32 on the row math of stack/ops/row_util.hpp. The rows
+// through double-buffered VECIN/VECOUT queues, computing in fp32 on the row math of stack/ops/row_math.hpp. The rows
 // per tile follow from the UB size and the row length (row_tiling.hpp), so a smaller UB gives smaller tiles. Rows
 // too long for the UB take the chunked two-pass path (long_rows.cpp).
 //
@@ -11,7 +11,7 @@
 #include <cstdint>
 
 #include "stack/ops/buffer_plan.hpp"
-#include "stack/ops/row_util.hpp"
+#include "stack/ops/row_math.hpp"
 
 namespace npusim::stack::ops::rows {
 
