@@ -22,6 +22,9 @@ struct KernelContext {
   const hw::mem::DeviceMemory* gm_view = nullptr;
   // TPipe state: next free byte per space and next free event id per (src, dst) pipe pair.
   std::array<std::uint64_t, hw::isa::kSpaceCount> next_free{};
+  // The most bytes of each space any TPipe of this block had allocated at once (a kernel may build one TPipe after
+  // another, e.g. a coupled MatMul's cube side then its epilogue).
+  std::array<std::uint64_t, hw::isa::kSpaceCount> peak{};
   std::array<std::uint32_t, hw::isa::kPipeCount * hw::isa::kPipeCount> next_event{};
 };
 

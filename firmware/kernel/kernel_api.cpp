@@ -71,7 +71,9 @@ Space position_space(TPosition p) {
 
 namespace detail {
 
-void issue(Instr in) { ctx().engine->issue(std::move(in)); }
+void issue(Instr in) {
+  ctx().engine->issue(in);
+}
 
 void scalar_read(Space s, std::uint64_t addr, void* out, std::uint64_t bytes, SourceLoc where) {
   ctx().engine->scalar_read(s, addr, out, bytes, where);
@@ -308,6 +310,8 @@ std::uint64_t TPipe::allocate(Space s, std::uint64_t bytes, SourceLoc where) {
                                                std::to_string(size) + " B are already allocated", where);
   }
   next = addr + rounded;
+  std::uint64_t& peak = c.peak[static_cast<int>(s)];
+  peak = std::max(peak, next);
   return addr;
 }
 

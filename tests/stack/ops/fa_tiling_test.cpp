@@ -112,7 +112,7 @@ void expect_kernels_allocate_their_plans(const char* chip_name, const std::vecto
                                       const std::uint32_t block = fw::kernel::GetBlockIdx();
                                       kernels[block]();
                                       Seen& s = seen[block];
-                                      const auto& used = fw::kernel::ctx().next_free;
+                                      const auto& used = fw::kernel::ctx().peak;
                                       if (!c.split())
                                         s.core = used;
                                       else if (fw::kernel::IsAic())

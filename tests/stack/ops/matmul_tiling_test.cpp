@@ -1,0 +1,216 @@
+// MatMul's tiling (stack/ops/matmul/tiling.cpp, plan_tiling), called directly: the documented tile of the 4096^3
+// call, tiles that follow L1 and L0, clipped tiles for small matrices, where the bias and activation go, an error
+// naming the chip when no tile fits; and its buffer plans (matmul_buffers), which the kernels allocate exactly.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <functional>
+
+#include "common/config/loader.hpp"
+#include "common/util/error.hpp"
+#include "firmware/kernel/context.hpp"
+#include "firmware/kernel/launch_spec.hpp"
+#include "firmware/platform/platform.hpp"
+#include "stack/ops/matmul/matmul_common.hpp"
+
+namespace npusim::stack::ops::matmul {
+namespace {
+
+config::ChipConfig chip(const char* name, const std::vector<std::string>& set = {}) {
+  return config::load_config(name, set).chip;
+}
+
+MatmulShape shape(std::uint32_t M, std::uint32_t N, std::uint32_t K, bool bias = false,
+                  Activation act = Activation::kNone) {
+  MatmulShape s;
+  s.M = M;
+  s.N = N;
+  s.K = K;
+  s.bias = bias;
+  s.act = act;
+  return s;
+}
+
+// docs/ops.md: "On 910b the 4096^3 call uses 128 x 256 x 64 tiles with step_k 320 and group_m 7".
+TEST(MatmulTiling, TheDocumentedTileOf4096CubedOn910b) {
+  const MatmulTiling t = plan_tiling(shape(4096, 4096, 4096), 2, chip("910b"));
+  EXPECT_EQ(t.base_m, 128u);
+  EXPECT_EQ(t.base_n, 256u);
+  EXPECT_EQ(t.base_k, 64u);
+  EXPECT_EQ(t.step_k, 320u);
+  EXPECT_EQ(t.group_m, 7u);
+  EXPECT_EQ(t.tiles_m, 32u);
+  EXPECT_EQ(t.tiles_n, 16u);
+  EXPECT_EQ(t.block_dim, 24u);
+  EXPECT_FALSE(t.vector_epilogue);
+}
+
+// step_k is as many base_k as the double-buffered L1 steps hold, base_k the most the double-buffered L0A/L0B hold:
+// halving L1 halves step_k, halving L0A and L0B halves base_k.
+TEST(MatmulTiling, TilesFollowL1AndL0) {
+  const MatmulShape s = shape(256, 256, 1024);
+  const MatmulTiling full = plan_tiling(s, 2, chip("910b"));
+  const MatmulTiling half_l1 = plan_tiling(s, 2, chip("910b", {"buffers.l1.size=256KiB"}));
+  const MatmulTiling half_l0 = plan_tiling(s, 2, chip("910b", {"buffers.l0a.size=32KiB", "buffers.l0b.size=32KiB"}));
+  EXPECT_EQ(full.step_k, 2 * half_l1.step_k);
+  EXPECT_EQ(full.base_k, 2 * half_l0.base_k);
+}
+
+// A matrix smaller than a tile gets a tile clipped to it (in multiples of 16), and no more blocks than tiles.
+TEST(MatmulTiling, SmallMatricesGetClippedTiles) {
+  const MatmulTiling t = plan_tiling(shape(16, 40, 24), 2, chip("910b"));
+  EXPECT_EQ(t.base_m, 16u);
+  EXPECT_LE(t.base_n, 48u);
+  EXPECT_EQ(t.base_k, 32u);  // K rounded up to 16
+  EXPECT_EQ(t.block_dim, t.tiles_m * t.tiles_n);
+}
+
+// A bias seeds the Mmad through the bias table where the chip has one (910b) and goes to the vector epilogue where
+// it has none (910); GELU always needs the epilogue, ReLU never (the FixPipe applies it).
+TEST(MatmulTiling, BiasAndActivationGoWhereTheChipCanApplyThem) {
+  const MatmulTiling bias_b = plan_tiling(shape(512, 512, 512, true), 2, chip("910b"));
+  EXPECT_TRUE(bias_b.bias_table);
+  EXPECT_FALSE(bias_b.vector_epilogue);
+  const MatmulTiling bias_910 = plan_tiling(shape(512, 512, 512, true), 2, chip("910"));
+  EXPECT_FALSE(bias_910.bias_table);
+  EXPECT_TRUE(bias_910.vector_epilogue);
+  EXPECT_GT(bias_910.epi_rows, 0u);
+  EXPECT_TRUE(plan_tiling(shape(512, 512, 512, false, Activation::kGeluErf), 2, chip("910b")).vector_epilogue);
+  EXPECT_FALSE(plan_tiling(shape(512, 512, 512, true, Activation::kRelu), 2, chip("910b")).vector_epilogue);
+}
+
+// Every tiling's plans fit their buffers, over shapes, chips and options (plan_tiling also checks this, as a bug).
+TEST(MatmulTiling, EveryPlanFitsItsBuffers) {
+  for (const char* name : {"tiny", "910b", "910", "310p"}) {
+    const config::ChipConfig c = chip(name);
+    const auto& b = c.buffers;
+    for (const MatmulShape& s : {shape(4096, 4096, 4096), shape(1, 8192, 8192), shape(300, 17, 1000, true),
+                                 shape(2048, 512, 64, true, Activation::kGeluTanh)}) {
+      const MatmulTiling t = plan_tiling(s, 2, c);
+      const MatmulBuffers p = matmul_buffers(s, t, 2);
+      const std::string what = std::string(name) + " " + std::to_string(s.M) + "x" + std::to_string(s.N);
+      EXPECT_LE(p.l1.total(b.l1.align), b.l1.size) << what;
+      EXPECT_LE(p.l0a.total(b.l0a.align), b.l0a.size) << what;
+      EXPECT_LE(p.l0b.total(b.l0b.align), b.l0b.size) << what;
+      EXPECT_LE(p.l0c.total(b.l0c.align), b.l0c.size) << what;
+      EXPECT_LE(p.ub.total(b.ub.align), b.ub.size) << what;
+    }
+  }
+}
+
+TEST(MatmulTiling, NoTileThatFitsIsAnErrorNamingTheChip) {
+  try {
+    plan_tiling(shape(256, 256, 256), 2, chip("910b", {"buffers.l0a.size=512B"}));
+    FAIL() << "planned a tile with a 512 B L0A";
+  } catch (const InputError& e) {
+    EXPECT_NE(std::string(e.what()).find("matmul: no tile fits the L0/L1 buffers of chip 910b"), std::string::npos)
+        << e.what();
+  }
+}
+
+// The kernels allocate exactly the buffers the tiling counted: after a block set up its buffers, what it took of
+// each space is its plan's total (split chips: L1, L0 and the bias table on the AIC, the epilogue's UB on each
+// AIV; coupled chips: all on the one core). Each case is one block of one mix launch (one simulation per
+// process); a case without an epilogue leaves its AIVs idle, as a cube launch would.
+struct AllocCase {
+  Params params;
+  hw::isa::DType dtype = hw::isa::DType::kFp16;
+};
+
+void expect_kernels_allocate_their_plans(const char* chip_name, const std::vector<AllocCase>& cases) {
+  const config::ChipConfig c = chip(chip_name);
+  const OpDef* op = find_op("matmul");
+  ASSERT_NE(op, nullptr);
+  struct Seen {
+    std::string what;
+    MatmulBuffers plan;
+    bool epilogue = false, ran = false;
+    std::array<std::uint64_t, hw::isa::kSpaceCount> cube{}, aiv0{}, aiv1{};
+  };
+  std::vector<Seen> seen(cases.size());
+  std::vector<std::function<void()>> kernels;
+  for (std::size_t i = 0; i < cases.size(); ++i) {
+    const Params& p = cases[i].params;
+    const Call call = ops::parse_call(*op, p);
+    const std::vector<TensorDesc> in = op->inputs(p, cases[i].dtype);
+    const OpPlan plan = op->plan(in, call, c);
+    const MatmulShape s =
+        shape(param_uint(p, "M", 0, 65535), param_uint(p, "N", 0, 65535), param_uint(p, "K", 0, 65535),
+              param_uint(p, "bias", 0, 1), p.count("act") ? Activation::kGeluErf : Activation::kNone);
+    const MatmulTiling t = plan_tiling(s, 2, c);
+    ASSERT_GE(t.tiles_m * t.tiles_n, cases.size());
+    seen[i].plan = matmul_buffers(s, t, 2);
+    seen[i].epilogue = t.vector_epilogue;
+    seen[i].what = "case " + std::to_string(i) + ": " + std::to_string(s.M) + "x" + std::to_string(s.N) + "x" +
+                   std::to_string(s.K) + (s.bias ? " bias" : "") + (t.vector_epilogue ? " epilogue" : "") + " tile " +
+                   std::to_string(t.base_m) + "x" + std::to_string(t.base_n);
+    std::vector<std::uint64_t> buffers;
+    for (std::size_t b = 0; b < in.size() + plan.outputs.size(); ++b) buffers.push_back((i * 8 + b) << 24);
+    kernels.push_back(plan.kernel(buffers));
+  }
+  fw::Platform platform(c, hw::core::Mode::kTimingOnly);
+  const fw::kernel::LaunchSpec spec{"matmul_alloc",
+                                    c.split() ? fw::kernel::KernelType::kMix : fw::kernel::KernelType::kCube,
+                                    static_cast<std::uint32_t>(cases.size()), [&] {
+                                      const std::uint32_t block = fw::kernel::GetBlockIdx();
+                                      Seen& s = seen[block];
+                                      const bool aiv = c.split() && fw::kernel::IsAiv();
+                                      if (aiv && !s.epilogue) return;
+                                      kernels[block]();
+                                      const auto& used = fw::kernel::ctx().peak;
+                                      if (!aiv)
+                                        s.cube = used;
+                                      else
+                                        (fw::kernel::GetSubBlockIdx() == 0 ? s.aiv0 : s.aiv1) = used;
+                                      if (!aiv) s.ran = true;
+                                    }};
+  platform.run_kernel(spec);
+  const auto& b = c.buffers;
+  for (const Seen& s : seen) {
+    ASSERT_TRUE(s.ran) << s.what;
+    const std::pair<hw::isa::Space, std::uint64_t> cube[] = {
+        {hw::isa::Space::kL1, s.plan.l1.total(b.l1.align)},
+        {hw::isa::Space::kL0A, s.plan.l0a.total(b.l0a.align)},
+        {hw::isa::Space::kL0B, s.plan.l0b.total(b.l0b.align)},
+        {hw::isa::Space::kL0C, s.plan.l0c.total(b.l0c.align)},
+        {hw::isa::Space::kBiasTable, s.plan.bias_table.total(b.bias_table.align)}};
+    for (const auto& [space, bytes] : cube)
+      EXPECT_EQ(s.cube[static_cast<int>(space)], bytes) << s.what << " " << hw::isa::space_name(space);
+    const int k_ub = static_cast<int>(hw::isa::Space::kUb);
+    const std::uint64_t ub = s.plan.ub.total(b.ub.align);
+    EXPECT_EQ(ub > 0, s.epilogue) << s.what;
+    if (c.split()) {
+      EXPECT_EQ(s.cube[k_ub], 0u) << s.what;
+      EXPECT_EQ(s.aiv0[k_ub], ub) << s.what;
+      EXPECT_EQ(s.aiv1[k_ub], ub) << s.what;
+    } else {
+      EXPECT_EQ(s.cube[k_ub], ub) << s.what;
+    }
+  }
+}
+
+std::vector<AllocCase> alloc_cases() {
+  auto mm = [](const std::string& M, const std::string& N, const std::string& K, Params extra = {}) {
+    Params p = {{"M", M}, {"N", N}, {"K", K}};
+    p.insert(extra.begin(), extra.end());
+    return AllocCase{p};
+  };
+  std::vector<AllocCase> cases = {mm("1024", "1024", "1024"), mm("1024", "1024", "512", {{"bias", "1"}}),
+                                  mm("1024", "1000", "300", {{"act", "gelu"}}),
+                                  mm("2048", "512", "96", {{"act", "gelu"}, {"bias", "1"}}),
+                                  mm("2048", "2048", "1024")};
+  cases.push_back(mm("1024", "2048", "256", {{"act", "gelu"}}));
+  cases.back().dtype = hw::isa::DType::kBf16;
+  return cases;
+}
+
+TEST(MatmulTiling, SplitKernelsAllocateExactlyThePlannedBuffers) {
+  expect_kernels_allocate_their_plans("910b", alloc_cases());
+}
+
+TEST(MatmulTiling, CoupledKernelAllocatesExactlyThePlannedBuffers) {
+  expect_kernels_allocate_their_plans("910", alloc_cases());
+}
+
+}  // namespace
+}  // namespace npusim::stack::ops::matmul
