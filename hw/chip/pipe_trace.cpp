@@ -1,5 +1,7 @@
 #include "hw/chip/pipe_trace.hpp"
 
+#include <algorithm>
+
 namespace npusim::hw::chip {
 
 PipeTrace::PipeTrace(traces::ChromeTraceWriter& writer, const core::CoreIdentity& id, double core_hz, int sort_index)
@@ -19,11 +21,14 @@ void PipeTrace::on_instr(isa::Pipe pipe, const isa::Instr& in, std::uint64_t sta
   const int p = static_cast<int>(pipe);
   Pending& q = pending_[p];
   const std::string_view name = isa::op_name(in.op);
-  if (q.count && q.end == start && q.name == name) {
-    q.end = end;
+  // Back-to-back or overlapping (a copy still in flight) instructions of one name are one slice; a slice of
+  // another name ends where the next instruction starts, so a track's slices never overlap.
+  if (q.count && start <= q.end && q.name == name) {
+    q.end = std::max(q.end, end);
     ++q.count;
     return;
   }
+  if (q.count && start < q.end) q.end = start;
   emit(p);
   q = Pending{std::string(name), start, end, 1};
 }

@@ -187,21 +187,28 @@ void CoreEngine::scalar_busy(std::uint64_t cycles) {
   ++s.stats.instructions;
   record(s, begin, scalar_time_);
   if (trace_) {
-    static const isa::Instr kIssue = [] {
+    static const isa::Instr scalar_issue = [] {
       isa::Instr in;
       in.op = Op::kScalar;
       return in;
     }();
-    trace_->on_instr(Pipe::kS, kIssue, begin, scalar_time_);
+    trace_->on_instr(Pipe::kS, scalar_issue, begin, scalar_time_);
   }
 }
 
 void CoreEngine::record(PipeState& ps, std::uint64_t start, std::uint64_t end) {
   if (end <= start) return;
-  ps.stats.busy += end - start;
+  // Starts come in program order; occupancies may overlap (copies in flight), so busy is the union's length.
   auto& iv = ps.stats.intervals;
-  if (!iv.empty() && iv.back().second >= start) iv.back().second = std::max(iv.back().second, end);
-  else iv.emplace_back(start, end);
+  if (!iv.empty() && iv.back().second >= start) {
+    if (end > iv.back().second) {
+      ps.stats.busy += end - iv.back().second;
+      iv.back().second = end;
+    }
+  } else {
+    ps.stats.busy += end - start;
+    iv.emplace_back(start, end);
+  }
 }
 
 void CoreEngine::issue(isa::Instr in) {
@@ -265,7 +272,7 @@ void CoreEngine::issue(isa::Instr in) {
     scalar_time_ = std::max(scalar_time_, ps.last_start);
   }
   if (san_) san_->on_issue(in.pipe);
-  ps.queue.push_back(Entry{std::move(in), scalar_time_});
+  ps.queue.push_back(Entry{in, scalar_time_});
 }
 
 void CoreEngine::scalar_work(std::uint64_t cycles) {
@@ -377,9 +384,9 @@ bool CoreEngine::step(std::optional<std::uint64_t> limit) {
       return true;
     }
     if (best < 0) return false;
-    Entry e = std::move(pipes_[best].queue.front());
+    Entry e = pipes_[best].queue.front();
     pipes_[best].queue.pop_front();
-    execute(best, std::move(e), best_t);
+    execute(best, e, best_t);
     return true;
   }
 }
@@ -454,7 +461,7 @@ void CoreEngine::execute(int p, Entry e, std::uint64_t start) {
         if (!gm_chunk(ps, e, c, start, &end, &done)) {
           // More chunks: the pipe stays with this instruction until its last chunk is accepted.
           ps.continuing = true;
-          ps.queue.push_front(std::move(e));
+          ps.queue.push_front(e);
           return;
         }
         ps.continuing = false;
@@ -470,8 +477,10 @@ void CoreEngine::execute(int p, Entry e, std::uint64_t start) {
   }
   ps.free_at = end;
   ps.done_max = std::max(ps.done_max, done);
-  record(ps, start, end);
-  if (trace_) trace_->on_instr(pipe, in, start, end);
+  // The instruction occupies its pipe until it completes: a GM copy until its data has landed (or its writes are
+  // acknowledged), though the pipe may start its next instruction once the last byte left (free_at above).
+  record(ps, start, done);
+  if (trace_) trace_->on_instr(pipe, in, start, done);
 }
 
 void CoreEngine::consume(Flag& f, const isa::Instr& wait, Pipe pipe, std::uint64_t when) {

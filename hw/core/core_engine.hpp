@@ -61,7 +61,8 @@ class CoreHost {
   virtual void wait_cross(std::optional<std::uint64_t> until) = 0;
 };
 
-// Receives one call per executed instruction (pipe occupancy [start, end)), for traces.
+// Receives one call per executed instruction, in each pipe's program order, with its occupancy [start, end): until
+// it completes, so a GM copy's may reach past the next instruction's start (copies in flight). For traces.
 class TraceSink {
  public:
   virtual ~TraceSink() = default;
@@ -77,7 +78,7 @@ struct CoreIdentity {
 
 struct PipeStats {
   std::uint64_t instructions = 0;
-  std::uint64_t busy = 0;  // cycles of occupancy
+  std::uint64_t busy = 0;  // cycles with an instruction in execution (the intervals' total length)
   std::uint64_t bytes = 0;
   std::vector<std::pair<std::uint64_t, std::uint64_t>> intervals;  // merged busy intervals [start, end)
 };

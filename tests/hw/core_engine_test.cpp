@@ -36,7 +36,7 @@ class StandaloneHost final : public CoreHost {
   mem::DeviceMemory memory_;
 };
 
-config::ChipConfig load(const std::string& name, std::vector<std::string> sets = {}) {
+config::ChipConfig load(const std::string& name, const std::vector<std::string>& sets = {}) {
   return config::load_config(name, sets).chip;
 }
 
@@ -155,7 +155,8 @@ TEST(CoreEngineTiming, FlagChainCostsTheSumAndIndependentPipesOverlap) {
     e.finish();
     // copy issued at 1; its data is done after setup, the GM transfer and the read latency; then the Add.
     EXPECT_EQ(e.end_cycle(), 1 + setup + gm_cycles + cfg.simple_gm.read_latency + vec);
-    EXPECT_EQ(e.pipe_stats(Pipe::kMte2).busy, setup + gm_cycles);
+    // The copy occupies MTE2 until its data has landed (SetFlag semantics: its reads and writes are complete).
+    EXPECT_EQ(e.pipe_stats(Pipe::kMte2).busy, setup + gm_cycles + cfg.simple_gm.read_latency);
   }
   {
     StandaloneHost host(cfg);
