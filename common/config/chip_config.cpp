@@ -225,7 +225,8 @@ void reflect(Visitor& v, ChipConfig& c) {
     v.real("core_write_bytes_per_cycle", c.noc.core_write_bytes_per_cycle, U::kBytesPerCycle, 86,
            "per-core write port into the interconnect");
     v.integer("core_outstanding", c.noc.core_outstanding, U::kCount, 16,
-              "requests (chunks) a core may have in flight per direction; a new one waits for the oldest (assumed)");
+              "requests (chunks) a core may have in flight per direction; a new one waits for the oldest (assumed; "
+              "calibrated to 64 for 910b: docs/calibration.md)");
     v.real("l2_to_hbm_bytes_per_cycle", c.noc.l2_to_hbm_bytes_per_cycle, U::kBytesPerCycle, 64,
            "link from the L2 to one pseudo-channel controller (assumed)");
   }
