@@ -8,6 +8,7 @@ import os
 import pathlib
 import shutil
 import subprocess
+import sys
 import textwrap
 
 import numpy as np
@@ -405,6 +406,13 @@ def test_sanitize_reports_a_queue_buffer_never_freed_and_a_deadlock_names_pipe_f
     ["kernel", EXAMPLES / "matmul_cube" / "matmul_custom.cpp", "--type", "cube", "--block-dim", 2,
      "--arg", "a=random:fp16:128x256", "--arg", "b=random:fp16:256x256", "--arg", "c=out:fp16:128x256",
      "--tiling", "M=128,N=256,K=256,baseM=128,baseN=128,baseK=64", "--tiling-schema", EXAMPLES / "matmul_cube" / "tiling.json"],
+    *[["kernel", EXAMPLES / "fa_tiles" / "fa_tiles.cpp", "--entry", entry, "--type", kind, *args, "--arg", "tiling=tiling",
+       "--tiling", "repeat=2", "--tiling-schema", EXAMPLES / "fa_tiles" / "tiling.json"]
+      for entry, kind, args in [
+          ("fa_qk", "cube", ["--arg", "q=random:fp16:128x128", "--arg", "k=random:fp16:256x128", "--arg", "s=out:fp32:128x256"]),
+          ("fa_softmax", "vector", ["--arg", "s=random:fp32:64x256", "--arg", "p=out:fp16:64x256"]),
+          ("fa_pv", "cube", ["--arg", "p=random:fp16:128x256", "--arg", "v=random:fp16:256x128", "--arg", "o=out:fp32:128x128"]),
+          ("fa_update", "vector", ["--arg", "pv=random:fp32:64x128"])]],
     ["kernel", "vector_add"], ["kernel", "matmul_tile"], ["kernel", "pipeline_demo"],
     ["op", "softmax", "-p", "shape=64x4096"], ["op", "layernorm", "-p", "shape=8x40000"],
     ["op", "rope", "-p", "shape=2x128x128"], ["op", "add", "-p", "shape=1024x1000", "-p", "shape_b=1000"],
@@ -522,3 +530,55 @@ def test_tiling_read_by_getvalue_steers_the_kernel_in_timing_only_mode_too(tmp_p
 def test_an_unknown_sample_name_lists_every_sample_and_the_file_form():
     p = npusim("kernel", "no_such_kernel")
     expect_error(p, "no sample kernel named 'no_such_kernel'", "pipeline_demo", "vector_add", "a .cpp or .so path")
+
+
+FA_TILES = EXAMPLES / "fa_tiles"
+
+
+def fa_tile_check(tmp_path, entry, kind, inputs, out, ref, rtol=2e-3):
+    """Runs one tile of examples/kernels/fa_tiles once in functional mode against a NumPy reference."""
+    args = []
+    for name, value in inputs.items():
+        np.save(tmp_path / f"{name}.npy", value)
+        args += ["--arg", f"{name}={tmp_path / f'{name}.npy'}"]
+    np.save(tmp_path / "ref.npy", ref)
+    args += ["--arg", out, "--arg", "tiling=tiling"]
+    r = report(npusim("kernel", FA_TILES / "fa_tiles.cpp", "--entry", entry, "--type", kind, *args,
+                      "--tiling", "repeat=1", "--tiling-schema", FA_TILES / "tiling.json", "--rtol", rtol,
+                      "--check", tmp_path / "ref.npy", "--json"))
+    assert r["check"]["passed"], (entry, r["check"])
+
+
+def test_fa_tiles_compute_their_tiles(tmp_path):
+    # The microbenchmarks behind docs/calibration.md's FlashAttention tiles do the tiles' arithmetic: S = Q K^T and
+    # PV = P V in fp32 from fp16, and one online-softmax step (running max starting at 0) into fp16 P.
+    rng = np.random.default_rng(19)
+    f16 = lambda *shape: rng.uniform(-1, 1, shape).astype(np.float16)  # noqa: E731
+    q, k, p, v = f16(128, 128), f16(256, 128), f16(128, 256), f16(256, 128)
+    fa_tile_check(tmp_path, "fa_qk", "cube", {"q": q, "k": k}, "s=out:fp32:128x256",
+                  (q.astype(np.float64) @ k.astype(np.float64).T).astype(np.float32))
+    fa_tile_check(tmp_path, "fa_pv", "cube", {"p": p, "v": v}, "o=out:fp32:128x128",
+                  (p.astype(np.float64) @ v.astype(np.float64)).astype(np.float32))
+    s = rng.uniform(-8, 8, (64, 256)).astype(np.float32)
+    scaled = s.astype(np.float64) / np.sqrt(128)
+    m = np.maximum(scaled.max(axis=1, keepdims=True), 0)
+    fa_tile_check(tmp_path, "fa_softmax", "vector", {"s": s}, "p=out:fp16:64x256",
+                  np.exp(scaled - m).astype(np.float16), rtol=4e-3)
+
+
+def test_fa_tiles_report_per_tile_cycles_whose_serial_stages_add_up():
+    # run.py: one tile's latency from two repeat counts. Each tile's stages are serialised by flags (copy in ->
+    # L1 -> L0 -> Cube -> FixPipe, or copy in -> Vector -> copy out), so its latency is the sum of its pipes' busy
+    # cycles, to a cycle or two of flag hand-over each; the Cube's share is exact: 8 x 16 x 8 fractals of
+    # 16 x 16 x 16 at one a cycle plus cube.latency (16 on 910b).
+    p = subprocess.run([sys.executable, FA_TILES / "run.py", NPUSIM, "--repeat", "3",
+                        "--json"], capture_output=True, text=True, timeout=600)
+    assert p.returncode == 0, p.stderr
+    tiles = json.loads(p.stdout)
+    assert set(tiles) == {"qk", "softmax", "pv", "update"}
+    for name, t in tiles.items():
+        stages = sum(t["busy"].values())
+        assert stages <= t["cycles"] <= stages + 4, (name, t)
+        assert t["anchor"] > 0 and t["ratio"] == pytest.approx(t["cycles"] / t["anchor"])
+    assert tiles["qk"]["busy"]["cube"] == 8 * 16 * 8 + 16
+    assert tiles["pv"]["busy"]["cube"] == 8 * 8 * 16 + 16

@@ -1,0 +1,239 @@
+// The tiles of one FlashAttention step, each alone on one core, for comparison with published per-tile costs
+// (docs/calibration.md, "FlashAttention tiles"): head dim H = 128, a query tile of 128 rows, a key tile of 256,
+// fp16 in GM, fp32 scores and accumulators. Each kernel runs its tile `repeat` times, every time from GM to GM (or
+// UB) with a PipeBarrier<PIPE_ALL> between repetitions, so (cycles(repeat = R) - cycles(repeat = 1)) / (R - 1) is
+// one tile's latency on an idle core without the kernel's start-up.
+//   fa_qk      (AIC)  S = Q K^T: K GM -> L1 (ND -> NZ; Q is there already), Q and K L1 -> L0A / L0B, Mmad
+//                     128 x 256 x 128, FixPipe S (fp32) -> GM
+//   fa_softmax (AIV)  one AIV's half (64 rows) of the online softmax of S: S in, scale, row max, the running max
+//                     and the rescale factor, exp(S - max), row sum, the running sum, P (fp16) out
+//   fa_pv      (AIC)  PV = P V: P, V GM -> L1 -> L0A / L0B, Mmad 128 x 128 x 256, FixPipe PV (fp32) -> GM
+//   fa_update  (AIV)  one AIV's half (64 rows) of the global update: PV in, O = O x alpha + PV in fp32
+#include "kernel_operator.h"
+
+struct FaTileTiling {
+  uint32_t repeat;
+};
+
+constexpr uint32_t kRows = 128, kKeys = 256, kHead = 128;
+constexpr uint32_t kHalf = kRows / 2;  // rows of one AIV
+
+__aicore__ inline FaTileTiling ReadTiling(GM_ADDR tiling) {
+  return *reinterpret_cast<__gm__ FaTileTiling*>(tiling);
+}
+
+// rows x cols of fp16 at `src` (row-major, row stride cols) into L1 as NZ column blocks of `rows` rows.
+__aicore__ inline void CopyNz(const AscendC::LocalTensor<half>& dst, const AscendC::GlobalTensor<half>& src,
+                              uint32_t rows, uint32_t cols) {
+  AscendC::Nd2NzParams p;
+  p.ndNum = 1;
+  p.nValue = rows;
+  p.dValue = cols;
+  p.srcDValue = cols;
+  p.dstNzC0Stride = rows;
+  p.dstNzNStride = 1;
+  AscendC::DataCopy(dst, src, p);
+}
+
+// rows x cols fp32 from L0C (NZ) to GM, row-major.
+__aicore__ inline void DrainFp32(const AscendC::GlobalTensor<float>& dst, const AscendC::LocalTensor<float>& c,
+                                 uint32_t rows, uint32_t cols) {
+  AscendC::FixpipeParamsV220 fp;
+  fp.nSize = cols;
+  fp.mSize = rows;
+  fp.srcStride = rows;
+  fp.dstStride = cols;
+  AscendC::Fixpipe<float, float, AscendC::CFG_ROW_MAJOR>(dst, c, fp);
+}
+
+extern "C" __global__ __aicore__ void fa_qk(GM_ADDR q, GM_ADDR k, GM_ADDR s, GM_ADDR tiling) {
+  const FaTileTiling t = ReadTiling(tiling);
+  AscendC::GlobalTensor<half> qGm, kGm;
+  AscendC::GlobalTensor<float> sGm;
+  qGm.SetGlobalBuffer((__gm__ half*)q, kRows * kHead);
+  kGm.SetGlobalBuffer((__gm__ half*)k, kKeys * kHead);
+  sGm.SetGlobalBuffer((__gm__ float*)s, kRows * kKeys);
+  AscendC::TPipe pipe;
+  AscendC::TBuf<AscendC::TPosition::A1> q1;
+  AscendC::TBuf<AscendC::TPosition::B1> k1;
+  AscendC::TBuf<AscendC::TPosition::A2> a2;
+  AscendC::TBuf<AscendC::TPosition::B2> b2;
+  AscendC::TBuf<AscendC::TPosition::CO1> c;
+  pipe.InitBuffer(q1, kRows * kHead * sizeof(half));
+  pipe.InitBuffer(k1, kKeys * kHead * sizeof(half));
+  pipe.InitBuffer(a2, kRows * kHead * sizeof(half));
+  pipe.InitBuffer(b2, kKeys * kHead * sizeof(half));
+  pipe.InitBuffer(c, kRows * kKeys * sizeof(float));
+  const uint32_t m1 = kRows / 16, n1 = kKeys / 16, k16 = kHead / 16;
+  // Q stays in L1 for all the key tiles of its query tile, as in the FlashAttention kernel: loaded once.
+  CopyNz(q1.Get<half>(), qGm, kRows, kHead);
+  for (uint32_t r = 0; r < t.repeat; r++) {
+    CopyNz(k1.Get<half>(), kGm, kKeys, kHead);
+    AscendC::SetFlag<AscendC::HardEvent::MTE2_MTE1>(EVENT_ID0);
+    AscendC::WaitFlag<AscendC::HardEvent::MTE2_MTE1>(EVENT_ID0);
+    // Q's fractal (k, m) sits at k * m1 + m in L1; L0A wants (m, k) at m * k16 + k. K's rows are B^T: its L1
+    // fractal (k, n) at k * n1 + n is where L0B wants it.
+    for (uint32_t m = 0; m < m1; m++) {
+      AscendC::LoadData(a2.Get<half>()[m * k16 * 256], q1.Get<half>(),
+                        AscendC::LoadData2DParams(m, k16, m1, 0, 0, false, 0));
+    }
+    AscendC::LoadData(b2.Get<half>(), k1.Get<half>(), AscendC::LoadData2DParams(0, k16 * n1, 1, 0, 0, false, 0));
+    AscendC::SetFlag<AscendC::HardEvent::MTE1_M>(EVENT_ID0);
+    AscendC::WaitFlag<AscendC::HardEvent::MTE1_M>(EVENT_ID0);
+    AscendC::Mmad(c.Get<float>(), a2.Get<half>(), b2.Get<half>(), AscendC::MmadParams(kRows, kKeys, kHead));
+    AscendC::SetFlag<AscendC::HardEvent::M_FIX>(EVENT_ID0);
+    AscendC::WaitFlag<AscendC::HardEvent::M_FIX>(EVENT_ID0);
+    DrainFp32(sGm, c.Get<float>(), kRows, kKeys);
+    AscendC::PipeBarrier<PIPE_ALL>();
+  }
+}
+
+extern "C" __global__ __aicore__ void fa_pv(GM_ADDR p, GM_ADDR v, GM_ADDR o, GM_ADDR tiling) {
+  const FaTileTiling t = ReadTiling(tiling);
+  AscendC::GlobalTensor<half> pGm, vGm;
+  AscendC::GlobalTensor<float> oGm;
+  pGm.SetGlobalBuffer((__gm__ half*)p, kRows * kKeys);
+  vGm.SetGlobalBuffer((__gm__ half*)v, kKeys * kHead);
+  oGm.SetGlobalBuffer((__gm__ float*)o, kRows * kHead);
+  AscendC::TPipe pipe;
+  AscendC::TBuf<AscendC::TPosition::A1> p1;
+  AscendC::TBuf<AscendC::TPosition::B1> v1;
+  AscendC::TBuf<AscendC::TPosition::A2> a2;
+  AscendC::TBuf<AscendC::TPosition::B2> b2;
+  AscendC::TBuf<AscendC::TPosition::CO1> c;
+  pipe.InitBuffer(p1, kRows * kKeys * sizeof(half));
+  pipe.InitBuffer(v1, kKeys * kHead * sizeof(half));
+  pipe.InitBuffer(a2, kRows * kKeys * sizeof(half));
+  pipe.InitBuffer(b2, kKeys * kHead * sizeof(half));
+  pipe.InitBuffer(c, kRows * kHead * sizeof(float));
+  const uint32_t m1 = kRows / 16, n1 = kHead / 16, k16 = kKeys / 16;
+  for (uint32_t r = 0; r < t.repeat; r++) {
+    CopyNz(p1.Get<half>(), pGm, kRows, kKeys);
+    CopyNz(v1.Get<half>(), vGm, kKeys, kHead);
+    AscendC::SetFlag<AscendC::HardEvent::MTE2_MTE1>(EVENT_ID0);
+    AscendC::WaitFlag<AscendC::HardEvent::MTE2_MTE1>(EVENT_ID0);
+    // P as A (as Q above); V as B: its L1 fractal (n, k) at n * k16 + k, L0B wants (k, n) transposed.
+    for (uint32_t m = 0; m < m1; m++) {
+      AscendC::LoadData(a2.Get<half>()[m * k16 * 256], p1.Get<half>(),
+                        AscendC::LoadData2DParams(m, k16, m1, 0, 0, false, 0));
+    }
+    for (uint32_t kk = 0; kk < k16; kk++) {
+      AscendC::LoadData(b2.Get<half>()[kk * n1 * 256], v1.Get<half>(),
+                        AscendC::LoadData2DParams(kk, n1, k16, 0, 0, true, 0));
+    }
+    AscendC::SetFlag<AscendC::HardEvent::MTE1_M>(EVENT_ID0);
+    AscendC::WaitFlag<AscendC::HardEvent::MTE1_M>(EVENT_ID0);
+    AscendC::Mmad(c.Get<float>(), a2.Get<half>(), b2.Get<half>(), AscendC::MmadParams(kRows, kHead, kKeys));
+    AscendC::SetFlag<AscendC::HardEvent::M_FIX>(EVENT_ID0);
+    AscendC::WaitFlag<AscendC::HardEvent::M_FIX>(EVENT_ID0);
+    DrainFp32(oGm, c.Get<float>(), kRows, kHead);
+    AscendC::PipeBarrier<PIPE_ALL>();
+  }
+}
+
+// One value per row of `rows` rows of `cols` fp32 (cols a multiple of 64): each 64-column chunk reduced with the
+// rows as repeats into `parts` (vectors of `vec` elements), then the chunks combined into `out`.
+template <bool kMax>
+__aicore__ inline void RowReduce(const AscendC::LocalTensor<float>& out, const AscendC::LocalTensor<float>& x,
+                                 const AscendC::LocalTensor<float>& parts, uint32_t rows, uint32_t cols, uint32_t vec) {
+  const uint32_t chunks = cols / 64;
+  for (uint32_t h = 0; h < chunks; h++) {
+    if constexpr (kMax) {
+      AscendC::WholeReduceMax(parts[h * vec], x[h * 64], 64, rows, 1, 1, cols / 8,
+                              AscendC::ReduceOrder::ORDER_ONLY_VALUE);
+    } else {
+      AscendC::WholeReduceSum(parts[h * vec], x[h * 64], 64, rows, 1, 1, cols / 8);
+    }
+  }
+  for (uint32_t h = 1; h < chunks; h++) {
+    const AscendC::LocalTensor<float> a = h == 1 ? parts : out;  // chunk 0's values, then the running result
+    if constexpr (kMax) {
+      AscendC::Max(out, a, parts[h * vec], rows);
+    } else {
+      AscendC::Add(out, a, parts[h * vec], rows);
+    }
+  }
+}
+
+// x[r][:] = x[r][:] op bc[r] for `rows` rows of `cols` fp32, bc one 8-lane block per row (Brcb), a 64-column chunk
+// per instruction with the rows as repeats.
+template <int kOp>
+__aicore__ inline void RowApply(const AscendC::LocalTensor<float>& x, const AscendC::LocalTensor<float>& bc,
+                                uint32_t rows, uint32_t cols) {
+  const uint8_t rep = static_cast<uint8_t>(cols / 8);
+  const AscendC::BinaryRepeatParams p{1, 1, 0, rep, rep, 1};
+  for (uint32_t h = 0; h < cols; h += 64) {
+    if constexpr (kOp == 0) {
+      AscendC::Sub(x[h], x[h], bc, 64, rows, p);
+    } else {
+      AscendC::Mul(x[h], x[h], bc, 64, rows, p);
+    }
+  }
+}
+
+extern "C" __global__ __aicore__ void fa_softmax(GM_ADDR s, GM_ADDR p, GM_ADDR tiling) {
+  const FaTileTiling t = ReadTiling(tiling);
+  AscendC::GlobalTensor<float> sGm;
+  AscendC::GlobalTensor<half> pGm;
+  sGm.SetGlobalBuffer((__gm__ float*)s, kHalf * kKeys);
+  pGm.SetGlobalBuffer((__gm__ half*)p, kHalf * kKeys);
+  AscendC::TPipe pipe;
+  AscendC::TBuf<AscendC::TPosition::VECCALC> sb, pb, parts, m, l, mx, rs, alpha, bc;
+  pipe.InitBuffer(sb, kHalf * kKeys * sizeof(float));
+  pipe.InitBuffer(pb, kHalf * kKeys * sizeof(half));
+  const uint32_t vec = kHalf;  // a per-row vector: 64 fp32, 256 B
+  pipe.InitBuffer(parts, (kKeys / 64) * vec * sizeof(float));
+  for (auto* b : {&m, &l, &mx, &rs, &alpha}) pipe.InitBuffer(*b, vec * sizeof(float));
+  pipe.InitBuffer(bc, kHalf * 8 * sizeof(float));
+  const AscendC::LocalTensor<float> x = sb.Get<float>();
+  AscendC::Duplicate(m.Get<float>(), 0.0f, vec);
+  AscendC::Duplicate(l.Get<float>(), 0.0f, vec);
+  for (uint32_t r = 0; r < t.repeat; r++) {
+    AscendC::DataCopy(x, sGm, kHalf * kKeys);
+    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
+    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
+    AscendC::Muls(x, x, 0.08838834764831845f, kHalf * kKeys);  // 1 / sqrt(128)
+    // m_new = max(m, rowmax S); alpha = exp(m - m_new)
+    RowReduce<true>(mx.Get<float>(), x, parts.Get<float>(), kHalf, kKeys, vec);
+    AscendC::Max(mx.Get<float>(), m.Get<float>(), mx.Get<float>(), kHalf);
+    AscendC::Sub(alpha.Get<float>(), m.Get<float>(), mx.Get<float>(), kHalf);
+    AscendC::Exp(alpha.Get<float>(), alpha.Get<float>(), kHalf);
+    AscendC::Adds(m.Get<float>(), mx.Get<float>(), 0.0f, kHalf);
+    // P = exp(S - m_new); l = l alpha + rowsum P
+    AscendC::Brcb(bc.Get<float>(), m.Get<float>(), kHalf / 8, AscendC::BrcbRepeatParams{1, 8});
+    RowApply<0>(x, bc.Get<float>(), kHalf, kKeys);
+    AscendC::Exp(x, x, kHalf * kKeys);
+    RowReduce<false>(rs.Get<float>(), x, parts.Get<float>(), kHalf, kKeys, vec);
+    AscendC::Mul(l.Get<float>(), l.Get<float>(), alpha.Get<float>(), kHalf);
+    AscendC::Add(l.Get<float>(), l.Get<float>(), rs.Get<float>(), kHalf);
+    AscendC::Cast(pb.Get<half>(), x, AscendC::RoundMode::CAST_RINT, kHalf * kKeys);
+    AscendC::SetFlag<AscendC::HardEvent::V_MTE3>(EVENT_ID0);
+    AscendC::WaitFlag<AscendC::HardEvent::V_MTE3>(EVENT_ID0);
+    AscendC::DataCopy(pGm, pb.Get<half>(), kHalf * kKeys);
+    AscendC::PipeBarrier<PIPE_ALL>();
+  }
+}
+
+extern "C" __global__ __aicore__ void fa_update(GM_ADDR pv, GM_ADDR tiling) {
+  const FaTileTiling t = ReadTiling(tiling);
+  AscendC::GlobalTensor<float> pvGm;
+  pvGm.SetGlobalBuffer((__gm__ float*)pv, kHalf * kHead);
+  AscendC::TPipe pipe;
+  AscendC::TBuf<AscendC::TPosition::VECCALC> pvb, ob, alpha, bc;
+  pipe.InitBuffer(pvb, kHalf * kHead * sizeof(float));
+  pipe.InitBuffer(ob, kHalf * kHead * sizeof(float));
+  pipe.InitBuffer(alpha, kHalf * sizeof(float));
+  pipe.InitBuffer(bc, kHalf * 8 * sizeof(float));
+  const AscendC::LocalTensor<float> o = ob.Get<float>();
+  AscendC::Duplicate(o, 0.0f, kHalf * kHead);
+  AscendC::Duplicate(alpha.Get<float>(), 1.0f, kHalf);
+  for (uint32_t r = 0; r < t.repeat; r++) {
+    AscendC::DataCopy(pvb.Get<float>(), pvGm, kHalf * kHead);
+    AscendC::SetFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
+    AscendC::WaitFlag<AscendC::HardEvent::MTE2_V>(EVENT_ID0);
+    AscendC::Brcb(bc.Get<float>(), alpha.Get<float>(), kHalf / 8, AscendC::BrcbRepeatParams{1, 8});
+    RowApply<1>(o, bc.Get<float>(), kHalf, kHead);
+    AscendC::Add(o, o, pvb.Get<float>(), kHalf * kHead);
+    AscendC::PipeBarrier<PIPE_ALL>();
+  }
+}
