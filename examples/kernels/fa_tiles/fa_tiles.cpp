@@ -237,3 +237,25 @@ extern "C" __global__ __aicore__ void fa_update(GM_ADDR pv, GM_ADDR tiling) {
     AscendC::PipeBarrier<PIPE_ALL>();
   }
 }
+
+// The cube/vector hand-over of a split chip alone: the AIC and its two AIV pass a cross-core flag back and forth
+// `repeat` times (mode 2: the AIC's set reaches both AIV, and the AIC sees its flag once both have set theirs), as
+// a FlashAttention step hands S to the vector cores and P back.
+extern "C" __global__ __aicore__ void fa_sync(GM_ADDR tiling) {
+  const FaTileTiling t = ReadTiling(tiling);
+  for (uint32_t r = 0; r < t.repeat; r++) {
+    if ASCEND_IS_AIC {
+      AscendC::CrossCoreSetFlag<2, PIPE_FIX>(0);
+      AscendC::CrossCoreWaitFlag(1);
+    }
+    if ASCEND_IS_AIV {
+      AscendC::CrossCoreWaitFlag(0);
+      AscendC::CrossCoreSetFlag<2, PIPE_MTE3>(1);
+    }
+  }
+}
+
+// Nothing but the launch: with --block-dim B, the launch path and B blocks' dispatch, start-up and init.
+extern "C" __global__ __aicore__ void fa_empty(GM_ADDR tiling) {
+  (void)tiling;
+}
