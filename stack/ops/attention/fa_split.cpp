@@ -17,7 +17,7 @@ template <class T>
 struct SoftmaxState {
   TQue<TPosition::VECIN, 2> qs;
   TQue<TPosition::VECIN, 1> qpv, qmask;
-  TQue<TPosition::VECOUT, 1> qp, qo;
+  TQue<TPosition::VECOUT, 1> qout;  // P of each step, and O at a unit's end
   TBuf<TPosition::VECCALC> fo[2], fm[2], fl[2], falpha[2], fmx, frs, fbc, fmaskf;
   std::uint32_t R = 0;  // rows per AIV (max)
 
@@ -26,8 +26,7 @@ struct SoftmaxState {
     const BufferPlan ub = planned_buffers<T>(g, true).ub;
     init_buffer(pipe, qs, ub, "s");
     init_buffer(pipe, qpv, ub, "pv");
-    init_buffer(pipe, qp, ub, "p");
-    init_buffer(pipe, qo, ub, "o_t");
+    init_buffer(pipe, qout, ub, "out");
     const char* const per_unit[2][4] = {{"o.0", "m.0", "l.0", "alpha.0"}, {"o.1", "m.1", "l.1", "alpha.1"}};
     for (int p = 0; p < 2; ++p) {
       init_buffer(pipe, fo[p], ub, per_unit[p][0]);
@@ -169,15 +168,15 @@ class VectorSide {
     const LocalTensor<float> s = scores_in(i, r0, rows);
     mask_invisible(st, s, r0, rows);
     online_softmax(i, s, rows, p);
-    LocalTensor<T> pt = sm_.qp.template AllocTensor<T>();
+    LocalTensor<T> pt = sm_.qout.template AllocTensor<T>();
     convert(pt, s, static_cast<std::uint64_t>(rows) * bk_);
     sm_.qs.FreeTensor(s);
-    sm_.qp.EnQue(pt);
-    pt = sm_.qp.template DeQue<T>();
+    sm_.qout.EnQue(pt);
+    pt = sm_.qout.template DeQue<T>();
     GlobalTensor<T> gp;
     gp.SetGlobalBuffer(slot_.p(i) + static_cast<std::uint64_t>(r0) * bk_ * sizeof(T));
     DataCopy(gp, pt, static_cast<std::uint64_t>(rows) * bk_);
-    sm_.qp.FreeTensor(pt);
+    sm_.qout.FreeTensor(pt);
     cross_core_set_flag(2, PIPE_MTE3, kPReady);
   }
 
@@ -207,12 +206,12 @@ class VectorSide {
     if (!st.last) return;
     Brcb(bc, sm_.fl[p].template Get<float>(), u8(ceil_div(rows, 8)), BrcbRepeatParams{1, 8});
     nd_row_op(RowOp::kDiv, {o, d_, d_}, bc, rows);
-    LocalTensor<T> ot = sm_.qo.template AllocTensor<T>();
+    LocalTensor<T> ot = sm_.qout.template AllocTensor<T>();
     convert(ot, o, static_cast<std::uint64_t>(rows) * d_);
-    sm_.qo.EnQue(ot);
-    ot = sm_.qo.template DeQue<T>();
+    sm_.qout.EnQue(ot);
+    ot = sm_.qout.template DeQue<T>();
     store_o(g_, st, st.q0 + r0, ot, rows);
-    sm_.qo.FreeTensor(ot);
+    sm_.qout.FreeTensor(ot);
   }
 
   const FaArgs& g_;

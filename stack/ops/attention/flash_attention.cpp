@@ -177,13 +177,14 @@ FaBuffers fa_buffers(const FaShape& s, std::uint64_t bq, std::uint64_t bk, std::
   b.l0c.add("c", std::max(bq * bk, bq * d) * 4, 2);
   b.l1.add("p", bq * bk * es, split ? 2 : 1);
   if (split) {
-    // One AIV's half of the rows (fa_split.cpp): S in (two), PV in, P and O out; per unit parity the fp32 output
-    // accumulator and the running max, sum and rescale factor; reduction scratch and a broadcast block per row.
+    // One AIV's half of the rows (fa_split.cpp): S in (two), PV in, P and O out through one buffer (O leaves once
+    // a unit, so sharing costs little and frees a tile's worth of UB for longer key blocks); per unit parity the
+    // fp32 output accumulator and the running max, sum and rescale factor; reduction scratch and a broadcast block
+    // per row.
     const std::uint64_t r = ceil_div(bq, 2), vec = ceil_to(r * 4, 32);
     b.ub.add("s", r * bk * 4, 2);
     b.ub.add("pv", r * d * 4);
-    b.ub.add("p", r * bk * es);
-    b.ub.add("o_t", r * ceil_to(d * es, 32));
+    b.ub.add("out", std::max(r * bk * es, r * ceil_to(d * es, 32)));  // P, and at a unit's end O, in T
     auto per_unit = [&](const std::string& parity) {
       b.ub.add("o" + parity, r * d * 4);
       b.ub.add("m" + parity, vec);
