@@ -166,6 +166,16 @@ inline void nd_row_op(RowOp op, const NdTile& x, const LocalTensor<float>& bc, s
     row_op(op, x.t[h], bc, std::min<std::uint32_t>(64, x.cols - h), u8(rows), p);
 }
 
+// x[r][c] = a x[r][c] + bc[r] for `rows` rows (FusedMulAdd), `a` one 8-lane block of the factor, bc one 8-lane block
+// per row (Brcb): a scale and a per-row offset in one pass.
+inline void nd_row_scale_add(const NdTile& x, const LocalTensor<float>& a, const LocalTensor<float>& bc,
+                             std::uint32_t rows) {
+  const std::uint8_t rep = u8(x.stride / 8);
+  const BinaryRepeatParams p{1, 0, 0, rep, 0, 1};
+  for (std::uint32_t h = 0; h < x.cols; h += 64)
+    FusedMulAdd(x.t[h], a, bc, std::min<std::uint32_t>(64, x.cols - h), u8(rows), p);
+}
+
 // One value per row of `rows` rows into `out`, with `parts` (one vector of `vec` elements per 64-column chunk) as
 // scratch: each chunk reduced with the rows as repeats, then the chunks combined.
 inline void nd_row_reduce(bool max, const LocalTensor<float>& out, const NdTile& x, const LocalTensor<float>& parts,

@@ -18,7 +18,7 @@ struct SoftmaxState {
   TQue<TPosition::VECIN, 2> qs;
   TQue<TPosition::VECIN, 1> qpv, qmask;
   TQue<TPosition::VECOUT, 1> qout;  // P of each step, and O at a unit's end
-  TBuf<TPosition::VECCALC> fo[2], fm[2], fl[2], falpha[2], fmx, frs, fbc, fmaskf;
+  TBuf<TPosition::VECCALC> fo[2], fm[2], fl[2], falpha[2], fmx, frs, fbc, fscale, fmaskf;
   std::uint32_t R = 0;  // rows per AIV (max)
 
   void init(TPipe& pipe, const FaArgs& g) {
@@ -37,6 +37,8 @@ struct SoftmaxState {
     init_buffer(pipe, fmx, ub, "mx");
     init_buffer(pipe, frs, ub, "rs");
     init_buffer(pipe, fbc, ub, "bc");
+    init_buffer(pipe, fscale, ub, "scale");
+    Duplicate(fscale.Get<float>(), g.s.scale, 8);
     if (g.s.mask) {
       init_buffer(pipe, qmask, ub, "mask");
       init_buffer(pipe, fmaskf, ub, "mask_f");
@@ -78,7 +80,8 @@ class VectorSide {
     return GetSubBlockIdx() == 0 ? half : st.qr - half;
   }
 
-  // The scores of step i (this AIV's rows) from their slot, scaled, with the mask added: the tile s.
+  // The scores of step i (this AIV's rows) from their slot: with a mask, scaled and the mask added (one
+  // FusedMulAdd pass); without, as they are (online_softmax scales them in its subtraction pass).
   LocalTensor<float> scores_in(std::size_t i, std::uint32_t r0, std::uint32_t rows) {
     const FaStep& st = steps_[i];
     LocalTensor<float> s = sm_.qs.template AllocTensor<float>();
@@ -95,17 +98,17 @@ class VectorSide {
     }
     sm_.qs.EnQue(s);
     s = sm_.qs.template DeQue<float>();
-    Muls(s, s, g_.s.scale, static_cast<std::uint64_t>(rows) * bk_);
     if (!g_.s.mask) return s;
     // The mask rows (ub_row<T>(w) apart, or one row read by every repeat) in 64-column chunks: cast into fp32
-    // scratch, add to the scores.
+    // scratch, then s = scale s + mask. (Columns past the keys stay unscaled: mask_invisible overwrites them.)
     mk = sm_.qmask.template DeQue<T>();
     const LocalTensor<float> mf = sm_.fmaskf.template Get<float>();
     const std::uint32_t mrow = shared_mask_ ? 0 : u32(ub_row<T>(st.w));
     for (std::uint32_t h = 0; h < st.w; h += 64) {
       const std::uint64_t lanes = std::min<std::uint32_t>(64, st.w - h);
       Cast(mf, mk[h], RoundMode::CAST_NONE, lanes, u8(rows), UnaryRepeatParams{1, 1, 8, u8(mrow * sizeof(T) / 32)});
-      Add(s[h], s[h], mf, lanes, u8(rows), BinaryRepeatParams{1, 1, 1, u8(bk_ / 8), u8(bk_ / 8), 8});
+      FusedMulAdd(s[h], sm_.fscale.template Get<float>(), mf, lanes, u8(rows),
+                  BinaryRepeatParams{1, 0, 1, u8(bk_ / 8), 0, 8});
     }
     sm_.qmask.FreeTensor(mk);
     return s;
@@ -126,25 +129,37 @@ class VectorSide {
     }
   }
 
-  // The online softmax of the tile: the running max m and sum l of the unit (state p), alpha = exp(m_old - m_new)
-  // for the accumulator, s = exp(s - m).
+  // The online softmax of the tile: the running max m and sum l of the unit (state p, in scaled scores),
+  // alpha = exp(m_old - m_new) for the accumulator, s = exp(scale s - m). Unmasked scores arrive unscaled: the row
+  // max is taken on them and scaled (the scale is positive), and the subtraction pass scales the scores too (one
+  // FusedMulAdd: scale s + (-m)), so the scale costs no pass of its own. A row is fully masked only by an
+  // explicit mask, whose scores arrive scaled.
   void online_softmax(std::size_t i, const LocalTensor<float>& s, std::uint32_t rows, std::uint32_t p) {
     const FaStep& st = steps_[i];
+    const bool unscaled = !g_.s.mask;
     const LocalTensor<float> m = sm_.fm[p].template Get<float>(), l = sm_.fl[p].template Get<float>();
     const LocalTensor<float> alpha = sm_.falpha[i % 2].template Get<float>(), mx = sm_.fmx.template Get<float>();
     const LocalTensor<float> rs = sm_.frs.template Get<float>(), bc = sm_.fbc.template Get<float>();
     if (st.first) {
       nd_row_reduce(true, m, {s, bk_, bk_}, mx, rows, vec_);
+      if (unscaled) Muls(m, m, g_.s.scale, rows);
       Maxs(m, m, kMasked, rows);  // a first block masked with -inf (left padding) must not make s - m NaN
     } else {
       nd_row_reduce(true, mx, {s, bk_, bk_}, rs, rows, vec_);
+      if (unscaled) Muls(mx, mx, g_.s.scale, rows);
       Max(mx, m, mx, rows);     // m_new
       Sub(alpha, m, mx, rows);  // m_old - m_new
       Exp(alpha, alpha, rows);
       Adds(m, mx, 0.0f, rows);
     }
-    Brcb(bc, m, u8(ceil_div(rows, 8)), BrcbRepeatParams{1, 8});
-    nd_row_op(RowOp::kSub, {s, bk_, bk_}, bc, rows);
+    if (unscaled) {
+      Muls(rs, m, -1.0f, rows);
+      Brcb(bc, rs, u8(ceil_div(rows, 8)), BrcbRepeatParams{1, 8});
+      nd_row_scale_add({s, bk_, bk_}, sm_.fscale.template Get<float>(), bc, rows);
+    } else {
+      Brcb(bc, m, u8(ceil_div(rows, 8)), BrcbRepeatParams{1, 8});
+      nd_row_op(RowOp::kSub, {s, bk_, bk_}, bc, rows);
+    }
     Exp(s, s, static_cast<std::uint64_t>(rows) * bk_);
     if (st.first) {
       nd_row_reduce(false, l, {s, bk_, bk_}, mx, rows, vec_);

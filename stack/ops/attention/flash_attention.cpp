@@ -196,6 +196,7 @@ FaBuffers fa_buffers(const FaShape& s, std::uint64_t bq, std::uint64_t bk, std::
     b.ub.add("mx", vec * ceil_div(bk, 64));
     b.ub.add("rs", vec * ceil_div(bk, 64));
     b.ub.add("bc", ceil_to(r, 8) * 32);
+    b.ub.add("scale", 32);  // one block of the softmax scale, the factor of a FusedMulAdd
     if (s.mask) {
       b.ub.add("mask", r * bk * es);
       b.ub.add("mask_f", r * 64 * 4);
