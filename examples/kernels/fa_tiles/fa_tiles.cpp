@@ -46,6 +46,56 @@ __aicore__ inline void DrainFp32(const AscendC::GlobalTensor<float>& dst, const 
   AscendC::Fixpipe<float, float, AscendC::CFG_ROW_MAJOR>(dst, c, fp);
 }
 
+// A cube tile C (m x n, fp32) = A (m x k) B (k x n), fp16: A and B in L1 (NZ) and L0, C in L0C, one buffer each.
+class CubeTile {
+ public:
+  __aicore__ inline CubeTile(uint32_t m, uint32_t n, uint32_t k) : m_(m), n_(n), k_(k) {
+    pipe_.InitBuffer(a1_, m * k * sizeof(half));
+    pipe_.InitBuffer(b1_, k * n * sizeof(half));
+    pipe_.InitBuffer(a2_, m * k * sizeof(half));
+    pipe_.InitBuffer(b2_, k * n * sizeof(half));
+    pipe_.InitBuffer(c_, m * n * sizeof(float));
+  }
+  __aicore__ inline AscendC::LocalTensor<half> A1() { return a1_.Get<half>(); }
+  __aicore__ inline AscendC::LocalTensor<half> B1() { return b1_.Get<half>(); }
+
+  // L1 -> L0 once the copies into L1 are done, then the Mmad and the drain of C to `out` (row-major fp32). A's
+  // fractal (k, m) sits at k * m1 + m in L1 and L0A wants (m, k) at m * k1 + k. B in L1 holds either B^T's rows
+  // (`b_rows_are_n`: its fractal (k, n) at k * n1 + n, as L0B wants it) or B's rows (fractal (n, k) at n * k1 + k,
+  // transposed into L0B).
+  __aicore__ inline void Run(bool b_rows_are_n, const AscendC::GlobalTensor<float>& out) {
+    const uint32_t m1 = m_ / 16, n1 = n_ / 16, k1 = k_ / 16;
+    AscendC::SetFlag<AscendC::HardEvent::MTE2_MTE1>(EVENT_ID0);
+    AscendC::WaitFlag<AscendC::HardEvent::MTE2_MTE1>(EVENT_ID0);
+    for (uint32_t m = 0; m < m1; m++) {
+      AscendC::LoadData(a2_.Get<half>()[m * k1 * 256], A1(), AscendC::LoadData2DParams(m, k1, m1, 0, 0, false, 0));
+    }
+    if (b_rows_are_n) {
+      AscendC::LoadData(b2_.Get<half>(), B1(), AscendC::LoadData2DParams(0, k1 * n1, 1, 0, 0, false, 0));
+    } else {
+      for (uint32_t kk = 0; kk < k1; kk++) {
+        AscendC::LoadData(b2_.Get<half>()[kk * n1 * 256], B1(), AscendC::LoadData2DParams(kk, n1, k1, 0, 0, true, 0));
+      }
+    }
+    AscendC::SetFlag<AscendC::HardEvent::MTE1_M>(EVENT_ID0);
+    AscendC::WaitFlag<AscendC::HardEvent::MTE1_M>(EVENT_ID0);
+    AscendC::Mmad(c_.Get<float>(), a2_.Get<half>(), b2_.Get<half>(), AscendC::MmadParams(m_, n_, k_));
+    AscendC::SetFlag<AscendC::HardEvent::M_FIX>(EVENT_ID0);
+    AscendC::WaitFlag<AscendC::HardEvent::M_FIX>(EVENT_ID0);
+    DrainFp32(out, c_.Get<float>(), m_, n_);
+    AscendC::PipeBarrier<PIPE_ALL>();
+  }
+
+ private:
+  uint32_t m_, n_, k_;
+  AscendC::TPipe pipe_;
+  AscendC::TBuf<AscendC::TPosition::A1> a1_;
+  AscendC::TBuf<AscendC::TPosition::B1> b1_;
+  AscendC::TBuf<AscendC::TPosition::A2> a2_;
+  AscendC::TBuf<AscendC::TPosition::B2> b2_;
+  AscendC::TBuf<AscendC::TPosition::CO1> c_;
+};
+
 extern "C" __global__ __aicore__ void fa_qk(GM_ADDR q, GM_ADDR k, GM_ADDR s, GM_ADDR tiling) {
   const FaTileTiling t = ReadTiling(tiling);
   AscendC::GlobalTensor<half> qGm, kGm;
@@ -53,38 +103,12 @@ extern "C" __global__ __aicore__ void fa_qk(GM_ADDR q, GM_ADDR k, GM_ADDR s, GM_
   qGm.SetGlobalBuffer((__gm__ half*)q, kRows * kHead);
   kGm.SetGlobalBuffer((__gm__ half*)k, kKeys * kHead);
   sGm.SetGlobalBuffer((__gm__ float*)s, kRows * kKeys);
-  AscendC::TPipe pipe;
-  AscendC::TBuf<AscendC::TPosition::A1> q1;
-  AscendC::TBuf<AscendC::TPosition::B1> k1;
-  AscendC::TBuf<AscendC::TPosition::A2> a2;
-  AscendC::TBuf<AscendC::TPosition::B2> b2;
-  AscendC::TBuf<AscendC::TPosition::CO1> c;
-  pipe.InitBuffer(q1, kRows * kHead * sizeof(half));
-  pipe.InitBuffer(k1, kKeys * kHead * sizeof(half));
-  pipe.InitBuffer(a2, kRows * kHead * sizeof(half));
-  pipe.InitBuffer(b2, kKeys * kHead * sizeof(half));
-  pipe.InitBuffer(c, kRows * kKeys * sizeof(float));
-  const uint32_t m1 = kRows / 16, n1 = kKeys / 16, k16 = kHead / 16;
+  CubeTile tile(kRows, kKeys, kHead);
   // Q stays in L1 for all the key tiles of its query tile, as in the FlashAttention kernel: loaded once.
-  CopyNz(q1.Get<half>(), qGm, kRows, kHead);
+  CopyNz(tile.A1(), qGm, kRows, kHead);
   for (uint32_t r = 0; r < t.repeat; r++) {
-    CopyNz(k1.Get<half>(), kGm, kKeys, kHead);
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_MTE1>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_MTE1>(EVENT_ID0);
-    // Q's fractal (k, m) sits at k * m1 + m in L1; L0A wants (m, k) at m * k16 + k. K's rows are B^T: its L1
-    // fractal (k, n) at k * n1 + n is where L0B wants it.
-    for (uint32_t m = 0; m < m1; m++) {
-      AscendC::LoadData(a2.Get<half>()[m * k16 * 256], q1.Get<half>(),
-                        AscendC::LoadData2DParams(m, k16, m1, 0, 0, false, 0));
-    }
-    AscendC::LoadData(b2.Get<half>(), k1.Get<half>(), AscendC::LoadData2DParams(0, k16 * n1, 1, 0, 0, false, 0));
-    AscendC::SetFlag<AscendC::HardEvent::MTE1_M>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE1_M>(EVENT_ID0);
-    AscendC::Mmad(c.Get<float>(), a2.Get<half>(), b2.Get<half>(), AscendC::MmadParams(kRows, kKeys, kHead));
-    AscendC::SetFlag<AscendC::HardEvent::M_FIX>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::M_FIX>(EVENT_ID0);
-    DrainFp32(sGm, c.Get<float>(), kRows, kKeys);
-    AscendC::PipeBarrier<PIPE_ALL>();
+    CopyNz(tile.B1(), kGm, kKeys, kHead);  // K's rows are the rows of B^T
+    tile.Run(true, sGm);
   }
 }
 
@@ -95,39 +119,11 @@ extern "C" __global__ __aicore__ void fa_pv(GM_ADDR p, GM_ADDR v, GM_ADDR o, GM_
   pGm.SetGlobalBuffer((__gm__ half*)p, kRows * kKeys);
   vGm.SetGlobalBuffer((__gm__ half*)v, kKeys * kHead);
   oGm.SetGlobalBuffer((__gm__ float*)o, kRows * kHead);
-  AscendC::TPipe pipe;
-  AscendC::TBuf<AscendC::TPosition::A1> p1;
-  AscendC::TBuf<AscendC::TPosition::B1> v1;
-  AscendC::TBuf<AscendC::TPosition::A2> a2;
-  AscendC::TBuf<AscendC::TPosition::B2> b2;
-  AscendC::TBuf<AscendC::TPosition::CO1> c;
-  pipe.InitBuffer(p1, kRows * kKeys * sizeof(half));
-  pipe.InitBuffer(v1, kKeys * kHead * sizeof(half));
-  pipe.InitBuffer(a2, kRows * kKeys * sizeof(half));
-  pipe.InitBuffer(b2, kKeys * kHead * sizeof(half));
-  pipe.InitBuffer(c, kRows * kHead * sizeof(float));
-  const uint32_t m1 = kRows / 16, n1 = kHead / 16, k16 = kKeys / 16;
+  CubeTile tile(kRows, kHead, kKeys);
   for (uint32_t r = 0; r < t.repeat; r++) {
-    CopyNz(p1.Get<half>(), pGm, kRows, kKeys);
-    CopyNz(v1.Get<half>(), vGm, kKeys, kHead);
-    AscendC::SetFlag<AscendC::HardEvent::MTE2_MTE1>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE2_MTE1>(EVENT_ID0);
-    // P as A (as Q above); V as B: its L1 fractal (n, k) at n * k16 + k, L0B wants (k, n) transposed.
-    for (uint32_t m = 0; m < m1; m++) {
-      AscendC::LoadData(a2.Get<half>()[m * k16 * 256], p1.Get<half>(),
-                        AscendC::LoadData2DParams(m, k16, m1, 0, 0, false, 0));
-    }
-    for (uint32_t kk = 0; kk < k16; kk++) {
-      AscendC::LoadData(b2.Get<half>()[kk * n1 * 256], v1.Get<half>(),
-                        AscendC::LoadData2DParams(kk, n1, k16, 0, 0, true, 0));
-    }
-    AscendC::SetFlag<AscendC::HardEvent::MTE1_M>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::MTE1_M>(EVENT_ID0);
-    AscendC::Mmad(c.Get<float>(), a2.Get<half>(), b2.Get<half>(), AscendC::MmadParams(kRows, kHead, kKeys));
-    AscendC::SetFlag<AscendC::HardEvent::M_FIX>(EVENT_ID0);
-    AscendC::WaitFlag<AscendC::HardEvent::M_FIX>(EVENT_ID0);
-    DrainFp32(oGm, c.Get<float>(), kRows, kHead);
-    AscendC::PipeBarrier<PIPE_ALL>();
+    CopyNz(tile.A1(), pGm, kRows, kKeys);
+    CopyNz(tile.B1(), vGm, kKeys, kHead);
+    tile.Run(false, oGm);
   }
 }
 

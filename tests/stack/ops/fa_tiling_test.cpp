@@ -9,10 +9,8 @@
 
 #include "common/config/loader.hpp"
 #include "common/util/error.hpp"
-#include "firmware/kernel/context.hpp"
-#include "firmware/kernel/launch_spec.hpp"
-#include "firmware/platform/platform.hpp"
 #include "stack/ops/attention/fa_common.hpp"
+#include "tests/stack/ops/kernel_peaks.hpp"
 
 namespace npusim::stack::ops::attention {
 namespace {
@@ -73,92 +71,64 @@ TEST(FaTiling, SmallerBuffersGiveSmallerBlocksOrAnError) {
 // one core). A kernel allocating a buffer its plan lacks (or of another size) fails here; one asking for a name the
 // plan lacks throws. Each case is one block of one launch (one simulation per process), running its share of the
 // case's work (units >= blocks, so every block allocates).
-struct AllocCase {
-  Params params;
-  hw::isa::DType dtype = hw::isa::DType::kFp16;
-};
+using testing::OpCase;
 
-void expect_kernels_allocate_their_plans(const char* chip_name, const std::vector<AllocCase>& cases) {
+void expect_kernels_allocate_their_plans(const char* chip_name, const std::vector<OpCase>& cases) {
   const config::ChipConfig c = chip(chip_name);
   const OpDef* op = find_op("flash_attention");
   ASSERT_NE(op, nullptr);
-  struct Seen {
-    std::string what;
-    FaBuffers plan;
-    std::array<std::uint64_t, hw::isa::kSpaceCount> aic{}, aiv0{}, aiv1{}, core{};
-    bool ran = false;
-  };
-  std::vector<Seen> seen(cases.size());
+  std::vector<std::string> what;
+  std::vector<FaBuffers> plans;
   std::vector<std::function<void()>> kernels;
   for (std::size_t i = 0; i < cases.size(); ++i) {
-    const Call call = ops::parse_call(*op, cases[i].params);
-    const std::vector<TensorDesc> in = op->inputs(cases[i].params, cases[i].dtype);
-    const OpPlan plan = op->plan(in, call, c);
-    const FaShape s = resolve(call_as<FlashAttentionCall>(call, "flash_attention"));
+    const FaShape s = resolve(call_as<FlashAttentionCall>(ops::parse_call(*op, cases[i].params), "flash_attention"));
     const FaTiling t = plan_fa(s, 2, c);
     ASSERT_GE(static_cast<std::uint64_t>(query_blocks(FaArgs{0, 0, 0, 0, 0, 0, s, t})) * s.B * s.N, cases.size());
-    seen[i].plan = fa_buffers(s, t.bq, t.bk, 2, c.split());
-    seen[i].what = "case " + std::to_string(i) + ": D=" + std::to_string(s.D) + " S=" + std::to_string(s.S) +
+    plans.push_back(fa_buffers(s, t.bq, t.bk, 2, c.split()));
+    what.push_back("case " + std::to_string(i) + ": D=" + std::to_string(s.D) + " S=" + std::to_string(s.S) +
                    (s.mask ? " mask" : "") + (s.causal ? " causal" : "") + " blocks " + std::to_string(t.bq) + "x" +
-                   std::to_string(t.bk);
-    // Inputs, outputs and the workspace 16 MiB apart, each case in its own 128 MiB.
-    std::vector<std::uint64_t> buffers;
-    for (std::size_t b = 0; b < in.size() + plan.outputs.size() + 1; ++b) buffers.push_back((i * 8 + b) << 24);
-    kernels.push_back(plan.kernel(buffers));
+                   std::to_string(t.bk));
+    kernels.push_back(testing::op_kernel(*op, cases[i].params, cases[i].dtype, c, i));
   }
-  fw::Platform platform(c, hw::core::Mode::kTimingOnly);
-  const fw::kernel::LaunchSpec spec{"fa_alloc", fw::kernel::KernelType::kMix, static_cast<std::uint32_t>(cases.size()),
-                                    [&] {
-                                      const std::uint32_t block = fw::kernel::GetBlockIdx();
-                                      kernels[block]();
-                                      Seen& s = seen[block];
-                                      const auto& used = fw::kernel::ctx().peak;
-                                      if (!c.split())
-                                        s.core = used;
-                                      else if (fw::kernel::IsAic())
-                                        s.aic = used;
-                                      else
-                                        (fw::kernel::GetSubBlockIdx() == 0 ? s.aiv0 : s.aiv1) = used;
-                                      s.ran = true;
-                                    }};
-  platform.run_kernel(spec);
+  const std::vector<testing::BlockPeaks> seen = testing::run_recording_peaks(c, fw::kernel::KernelType::kMix, kernels);
   const auto& b = c.buffers;
-  for (const Seen& s : seen) {
-    ASSERT_TRUE(s.ran) << s.what;
-    const auto& cube = c.split() ? s.aic : s.core;
-    const std::pair<hw::isa::Space, std::uint64_t> expect[] = {{hw::isa::Space::kL1, s.plan.l1.total(b.l1.align)},
-                                                               {hw::isa::Space::kL0A, s.plan.l0a.total(b.l0a.align)},
-                                                               {hw::isa::Space::kL0B, s.plan.l0b.total(b.l0b.align)},
-                                                               {hw::isa::Space::kL0C, s.plan.l0c.total(b.l0c.align)}};
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    const testing::BlockPeaks& s = seen[i];
+    const FaBuffers& plan = plans[i];
+    ASSERT_TRUE(s.ran) << what[i];
+    const std::pair<hw::isa::Space, std::uint64_t> expect[] = {{hw::isa::Space::kL1, plan.l1.total(b.l1.align)},
+                                                               {hw::isa::Space::kL0A, plan.l0a.total(b.l0a.align)},
+                                                               {hw::isa::Space::kL0B, plan.l0b.total(b.l0b.align)},
+                                                               {hw::isa::Space::kL0C, plan.l0c.total(b.l0c.align)}};
     for (const auto& [space, bytes] : expect) {
-      EXPECT_EQ(cube[static_cast<int>(space)], bytes) << s.what << " " << hw::isa::space_name(space);
+      EXPECT_EQ(s.cube[static_cast<int>(space)], bytes) << what[i] << " " << hw::isa::space_name(space);
     }
-    const std::uint64_t ub = s.plan.ub.total(b.ub.align);
-    EXPECT_LE(ub, b.ub.size) << s.what;
+    const std::uint64_t ub = plan.ub.total(b.ub.align);
+    EXPECT_LE(ub, b.ub.size) << what[i];
     const int k_ub = static_cast<int>(hw::isa::Space::kUb);
     if (c.split()) {
-      EXPECT_EQ(s.aiv0[k_ub], ub) << s.what;
-      EXPECT_EQ(s.aiv1[k_ub], ub) << s.what;
-      EXPECT_EQ(s.aic[k_ub], 0u) << s.what;
+      EXPECT_EQ(s.aiv[0][k_ub], ub) << what[i];
+      EXPECT_EQ(s.aiv[1][k_ub], ub) << what[i];
+      EXPECT_EQ(s.cube[k_ub], 0u) << what[i];
     } else {
-      EXPECT_EQ(s.core[k_ub], ub) << s.what;
+      EXPECT_EQ(s.cube[k_ub], ub) << what[i];
     }
   }
 }
 
-std::vector<AllocCase> alloc_cases() {
+std::vector<OpCase> alloc_cases() {
   auto fa = [](const std::string& D, const std::string& S, Params extra = {}) {
     Params p = {{"B", "1"}, {"N", "16"}, {"D", D}, {"S", S}};
     p.insert(extra.begin(), extra.end());
-    return AllocCase{p};
+    return OpCase{p};
   };
-  std::vector<AllocCase> cases = {fa("64", "512"),
-                                  fa("128", "512", {{"causal", "1"}}),
-                                  fa("128", "256", {{"mask", "1"}}),
-                                  fa("256", "256"),
-                                  fa("80", "200", {{"mask", "1"}, {"mask_shape", "1,1,1"}}),
-                                  fa("64", "16"),
-                                  fa("128", "40")};
+  std::vector<OpCase> cases = {fa("64", "512"),
+                               fa("128", "512", {{"causal", "1"}}),
+                               fa("128", "256", {{"mask", "1"}}),
+                               fa("256", "256"),
+                               fa("80", "200", {{"mask", "1"}, {"mask_shape", "1,1,1"}}),
+                               fa("64", "16"),
+                               fa("128", "40")};
   cases.push_back(fa("128", "512"));
   cases.back().dtype = hw::isa::DType::kBf16;
   return cases;

@@ -8,10 +8,8 @@
 
 #include "common/config/loader.hpp"
 #include "common/util/error.hpp"
-#include "firmware/kernel/context.hpp"
-#include "firmware/kernel/launch_spec.hpp"
-#include "firmware/platform/platform.hpp"
 #include "stack/ops/matmul/matmul_common.hpp"
+#include "tests/stack/ops/kernel_peaks.hpp"
 
 namespace npusim::stack::ops::matmul {
 namespace {
@@ -112,93 +110,68 @@ TEST(MatmulTiling, NoTileThatFitsIsAnErrorNamingTheChip) {
 // each space is its plan's total (split chips: L1, L0 and the bias table on the AIC, the epilogue's UB on each
 // AIV; coupled chips: all on the one core). Each case is one block of one mix launch (one simulation per
 // process); a case without an epilogue leaves its AIVs idle, as a cube launch would.
-struct AllocCase {
-  Params params;
-  hw::isa::DType dtype = hw::isa::DType::kFp16;
-};
+using testing::OpCase;
 
-void expect_kernels_allocate_their_plans(const char* chip_name, const std::vector<AllocCase>& cases) {
+void expect_kernels_allocate_their_plans(const char* chip_name, const std::vector<OpCase>& cases) {
   const config::ChipConfig c = chip(chip_name);
   const OpDef* op = find_op("matmul");
   ASSERT_NE(op, nullptr);
-  struct Seen {
-    std::string what;
-    MatmulBuffers plan;
-    bool epilogue = false, ran = false;
-    std::array<std::uint64_t, hw::isa::kSpaceCount> cube{}, aiv0{}, aiv1{};
-  };
-  std::vector<Seen> seen(cases.size());
+  std::vector<std::string> what;
+  std::vector<MatmulBuffers> plans;
+  std::vector<bool> epilogue;
   std::vector<std::function<void()>> kernels;
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const Params& p = cases[i].params;
-    const Call call = ops::parse_call(*op, p);
-    const std::vector<TensorDesc> in = op->inputs(p, cases[i].dtype);
-    const OpPlan plan = op->plan(in, call, c);
     const MatmulShape s =
         shape(param_uint(p, "M", 0, 65535), param_uint(p, "N", 0, 65535), param_uint(p, "K", 0, 65535),
               param_uint(p, "bias", 0, 1), p.count("act") ? Activation::kGeluErf : Activation::kNone);
     const MatmulTiling t = plan_tiling(s, 2, c);
     ASSERT_GE(t.tiles_m * t.tiles_n, cases.size());
-    seen[i].plan = matmul_buffers(s, t, 2);
-    seen[i].epilogue = t.vector_epilogue;
-    seen[i].what = "case " + std::to_string(i) + ": " + std::to_string(s.M) + "x" + std::to_string(s.N) + "x" +
+    plans.push_back(matmul_buffers(s, t, 2));
+    epilogue.push_back(t.vector_epilogue);
+    what.push_back("case " + std::to_string(i) + ": " + std::to_string(s.M) + "x" + std::to_string(s.N) + "x" +
                    std::to_string(s.K) + (s.bias ? " bias" : "") + (t.vector_epilogue ? " epilogue" : "") + " tile " +
-                   std::to_string(t.base_m) + "x" + std::to_string(t.base_n);
-    std::vector<std::uint64_t> buffers;
-    for (std::size_t b = 0; b < in.size() + plan.outputs.size(); ++b) buffers.push_back((i * 8 + b) << 24);
-    kernels.push_back(plan.kernel(buffers));
+                   std::to_string(t.base_m) + "x" + std::to_string(t.base_n));
+    kernels.push_back(testing::op_kernel(*op, p, cases[i].dtype, c, i));
   }
-  fw::Platform platform(c, hw::core::Mode::kTimingOnly);
-  const fw::kernel::LaunchSpec spec{"matmul_alloc",
-                                    c.split() ? fw::kernel::KernelType::kMix : fw::kernel::KernelType::kCube,
-                                    static_cast<std::uint32_t>(cases.size()), [&] {
-                                      const std::uint32_t block = fw::kernel::GetBlockIdx();
-                                      Seen& s = seen[block];
-                                      const bool aiv = c.split() && fw::kernel::IsAiv();
-                                      if (aiv && !s.epilogue) return;
-                                      kernels[block]();
-                                      const auto& used = fw::kernel::ctx().peak;
-                                      if (!aiv)
-                                        s.cube = used;
-                                      else
-                                        (fw::kernel::GetSubBlockIdx() == 0 ? s.aiv0 : s.aiv1) = used;
-                                      if (!aiv) s.ran = true;
-                                    }};
-  platform.run_kernel(spec);
+  const std::vector<testing::BlockPeaks> seen =
+      testing::run_recording_peaks(c, c.split() ? fw::kernel::KernelType::kMix : fw::kernel::KernelType::kCube, kernels,
+                                   [&](std::size_t block) { return !epilogue[block]; });
   const auto& b = c.buffers;
-  for (const Seen& s : seen) {
-    ASSERT_TRUE(s.ran) << s.what;
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    const testing::BlockPeaks& s = seen[i];
+    const MatmulBuffers& plan = plans[i];
+    ASSERT_TRUE(s.ran) << what[i];
     const std::pair<hw::isa::Space, std::uint64_t> cube[] = {
-        {hw::isa::Space::kL1, s.plan.l1.total(b.l1.align)},
-        {hw::isa::Space::kL0A, s.plan.l0a.total(b.l0a.align)},
-        {hw::isa::Space::kL0B, s.plan.l0b.total(b.l0b.align)},
-        {hw::isa::Space::kL0C, s.plan.l0c.total(b.l0c.align)},
-        {hw::isa::Space::kBiasTable, s.plan.bias_table.total(b.bias_table.align)}};
+        {hw::isa::Space::kL1, plan.l1.total(b.l1.align)},
+        {hw::isa::Space::kL0A, plan.l0a.total(b.l0a.align)},
+        {hw::isa::Space::kL0B, plan.l0b.total(b.l0b.align)},
+        {hw::isa::Space::kL0C, plan.l0c.total(b.l0c.align)},
+        {hw::isa::Space::kBiasTable, plan.bias_table.total(b.bias_table.align)}};
     for (const auto& [space, bytes] : cube)
-      EXPECT_EQ(s.cube[static_cast<int>(space)], bytes) << s.what << " " << hw::isa::space_name(space);
+      EXPECT_EQ(s.cube[static_cast<int>(space)], bytes) << what[i] << " " << hw::isa::space_name(space);
     const int k_ub = static_cast<int>(hw::isa::Space::kUb);
-    const std::uint64_t ub = s.plan.ub.total(b.ub.align);
-    EXPECT_EQ(ub > 0, s.epilogue) << s.what;
+    const std::uint64_t ub = plan.ub.total(b.ub.align);
+    EXPECT_EQ(ub > 0, static_cast<bool>(epilogue[i])) << what[i];
     if (c.split()) {
-      EXPECT_EQ(s.cube[k_ub], 0u) << s.what;
-      EXPECT_EQ(s.aiv0[k_ub], ub) << s.what;
-      EXPECT_EQ(s.aiv1[k_ub], ub) << s.what;
+      EXPECT_EQ(s.cube[k_ub], 0u) << what[i];
+      EXPECT_EQ(s.aiv[0][k_ub], ub) << what[i];
+      EXPECT_EQ(s.aiv[1][k_ub], ub) << what[i];
     } else {
-      EXPECT_EQ(s.cube[k_ub], ub) << s.what;
+      EXPECT_EQ(s.cube[k_ub], ub) << what[i];
     }
   }
 }
 
-std::vector<AllocCase> alloc_cases() {
+std::vector<OpCase> alloc_cases() {
   auto mm = [](const std::string& M, const std::string& N, const std::string& K, Params extra = {}) {
     Params p = {{"M", M}, {"N", N}, {"K", K}};
     p.insert(extra.begin(), extra.end());
-    return AllocCase{p};
+    return OpCase{p};
   };
-  std::vector<AllocCase> cases = {mm("1024", "1024", "1024"), mm("1024", "1024", "512", {{"bias", "1"}}),
-                                  mm("1024", "1000", "300", {{"act", "gelu"}}),
-                                  mm("2048", "512", "96", {{"act", "gelu"}, {"bias", "1"}}),
-                                  mm("2048", "2048", "1024")};
+  std::vector<OpCase> cases = {mm("1024", "1024", "1024"), mm("1024", "1024", "512", {{"bias", "1"}}),
+                               mm("1024", "1000", "300", {{"act", "gelu"}}),
+                               mm("2048", "512", "96", {{"act", "gelu"}, {"bias", "1"}}), mm("2048", "2048", "1024")};
   cases.push_back(mm("1024", "2048", "256", {{"act", "gelu"}}));
   cases.back().dtype = hw::isa::DType::kBf16;
   return cases;
