@@ -138,6 +138,10 @@ int sc_main(int argc, char** argv) {
   op->add_option("-p,--param", oopts.params, "op parameter, e.g. -p shape=1024x1024 (repeatable)")->type_name("KEY=VALUE");
   op->add_option("--dtype", oopts.dtype, "fp16, bf16 or fp32")->capture_default_str();
   op->add_flag("--check", oopts.check, "functional mode; compare with the CPU reference (fp32 from the same inputs)");
+  op->add_option("--warmup", oopts.warmup,
+                 "launch the op N times first on the same buffers, as a benchmark loop does (warm caches); the report "
+                 "covers the last launch and the copies out")
+      ->check(CLI::Range(0, 100));
   add_output_options(*op, oopts.json, oopts.files);
   op->footer("Ops:\n" + npusim::cli::describe_ops());
 

@@ -53,7 +53,7 @@ int run_op_command(const OpOptions& opts) {
     const std::pair<float, float> range = i < op->input_ranges.size() ? op->input_ranges[i] : std::make_pair(-1.0f, 1.0f);
     if (mode == hw::core::Mode::kFunctional) random_tensor(inputs[i], range, rng, in_bytes[i], in_values[i]);
   }
-  stack::framework::RunResult result = session.run_op(opts.name, call, inputs, in_bytes, params);
+  stack::framework::RunResult result = session.run_op(opts.name, call, inputs, in_bytes, params, opts.warmup);
   nlohmann::json& report = result.report;
   const std::vector<std::vector<std::uint8_t>>& out_bytes = result.outputs;
   const std::uint32_t block_dim = report["op"]["block_dim"].get<std::uint32_t>();

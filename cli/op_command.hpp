@@ -16,6 +16,7 @@ struct OpOptions {
   std::string dtype = "fp16";
   bool json = false;
   bool check = false;
+  std::uint32_t warmup = 0;           // launches before the measured one (a warm L2)
   stack::runtime::OutputPaths files;  // --trace, --summary, --stats
 };
 

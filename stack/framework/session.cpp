@@ -251,13 +251,52 @@ std::vector<ops::TensorDesc> Session::op_inputs(const std::string& name, const o
   return op.inputs(params, dtype);
 }
 
+namespace {
+
+// The `op` section of an op call's report: the call, its tiling, and its rates over the kernel's span.
+nlohmann::json op_report(const std::string& name, const ops::Params& params, const std::vector<ops::TensorDesc>& inputs,
+                         const ops::OpPlan& plan, double kernel_s, const config::ChipConfig& chip) {
+  nlohmann::json shapes = nlohmann::json::array();
+  for (const auto& t : inputs) shapes.push_back(ops::shape_string(t.shape));
+  nlohmann::json o = {
+      {"name", name},
+      {"dtype", std::string(hw::isa::dtype_name(inputs.empty() ? plan.outputs[0].dtype : inputs[0].dtype))},
+      {"params", params},
+      {"block_dim", plan.block_dim},
+      {"tiling", plan.tiling},
+      {"inputs", shapes},
+      {"output", ops::shape_string(plan.outputs[0].shape)},
+      {"workspace_bytes", plan.workspace_bytes}};
+  if (plan.flops > 0) {
+    // Achieved rate over the kernel's own span (first block start to last block end), in 10^12 FLOP/s.
+    o["flops"] = plan.flops;
+    o["tflops"] = plan.flops / kernel_s / 1e12;
+  }
+  // The op's compulsory traffic (every input read once, every output written once) over the kernel's span: the
+  // effective bandwidth, and it over the HBM peak.
+  std::uint64_t op_bytes = 0;
+  for (const auto& t : inputs) op_bytes += t.bytes();
+  for (const auto& t : plan.outputs) op_bytes += t.bytes();
+  o["bytes"] = op_bytes;
+  o["effective_GBps"] = static_cast<double>(op_bytes) / kernel_s / 1e9;
+  o["hbm_peak_fraction"] = static_cast<double>(op_bytes) / kernel_s / chip.hbm.peak_bytes_per_second();
+  nlohmann::json out_descs = nlohmann::json::array();
+  for (const auto& t : plan.outputs)
+    out_descs.push_back({{"shape", ops::shape_string(t.shape)}, {"dtype", std::string(hw::isa::dtype_name(t.dtype))}});
+  o["outputs"] = out_descs;
+  return o;
+}
+
+}  // namespace
+
 RunResult Session::run_op(const std::string& name, const ops::Params& params, const std::vector<ops::TensorDesc>& inputs,
                           const std::vector<std::vector<std::uint8_t>>& values) {
   return run_op(name, op_call(name, params), inputs, values, params);
 }
 
 RunResult Session::run_op(const std::string& name, const ops::Call& call, const std::vector<ops::TensorDesc>& inputs,
-                          const std::vector<std::vector<std::uint8_t>>& values, const ops::Params& params) {
+                          const std::vector<std::vector<std::uint8_t>>& values, const ops::Params& params,
+                          std::uint32_t warmup) {
   const ops::OpDef& op = find(name);
   const bool functional = this->functional();
   if (functional) {
@@ -273,49 +312,53 @@ RunResult Session::run_op(const std::string& name, const ops::Call& call, const 
   // Shapes and tiling are checked before anything is simulated.
   const ops::OpPlan plan = op.plan(inputs, call, chip());
   std::vector<std::vector<std::uint8_t>> out(plan.outputs.size());
-  nlohmann::json report = impl_->call([&](runtime::Device& d) {
+  std::vector<std::uint64_t> buffers;
+  auto stream = [&](runtime::Device& d) {
     if (impl_->streams.empty()) impl_->streams.push_back(d.create_stream());
-    const runtime::Stream s = impl_->streams[0];
-    std::vector<std::uint64_t> buffers;
+    return impl_->streams[0];
+  };
+  // Inputs allocated and copied in, outputs and workspace allocated.
+  auto set_up = [&](runtime::Device& d, runtime::Stream s) {
     for (std::size_t i = 0; i < inputs.size(); ++i) {
       buffers.push_back(d.malloc(inputs[i].bytes()));
       d.memcpy_async(buffers.back(), functional ? values[i].data() : nullptr, inputs[i].bytes(), s);
     }
     for (const auto& o : plan.outputs) buffers.push_back(d.malloc(o.bytes()));
     if (plan.workspace_bytes) buffers.push_back(d.malloc(plan.workspace_bytes));
+  };
+  auto launch = [&](runtime::Device& d, runtime::Stream s) {
     d.launch(name, plan.type, plan.block_dim, plan.kernel(buffers), s);
+  };
+  auto copy_out_and_free = [&](runtime::Device& d, runtime::Stream s) {
     for (std::size_t i = 0; i < plan.outputs.size(); ++i) {
       if (functional) out[i].resize(plan.outputs[i].bytes());
       d.memcpy_async(functional ? out[i].data() : nullptr, buffers[inputs.size() + i], plan.outputs[i].bytes(), s);
     }
     d.synchronize();
     for (std::uint64_t b : buffers) d.free(b);
-  });
-
-  nlohmann::json shapes = nlohmann::json::array();
-  for (const auto& t : inputs) shapes.push_back(ops::shape_string(t.shape));
-  nlohmann::json o = {{"name", name}, {"dtype", std::string(hw::isa::dtype_name(inputs.empty() ? plan.outputs[0].dtype : inputs[0].dtype))},
-                      {"params", params}, {"block_dim", plan.block_dim}, {"tiling", plan.tiling}, {"inputs", shapes},
-                      {"output", ops::shape_string(plan.outputs[0].shape)}, {"workspace_bytes", plan.workspace_bytes}};
-  const double kernel_s = report["kernel"]["time_us"].get<double>() * 1e-6;
-  if (plan.flops > 0) {
-    // Achieved rate over the kernel's own span (first block start to last block end), in 10^12 FLOP/s.
-    o["flops"] = plan.flops;
-    o["tflops"] = plan.flops / kernel_s / 1e12;
+  };
+  nlohmann::json report;
+  if (warmup == 0) {
+    report = impl_->call([&](runtime::Device& d) {
+      set_up(d, stream(d));
+      launch(d, stream(d));
+      copy_out_and_free(d, stream(d));
+    });
+  } else {
+    // As a benchmark loop: the warm-up launches, then the measured launch alone (its report's host.span_us is its
+    // enqueue to its completion), then the copies out outside the report.
+    impl_->call([&](runtime::Device& d) {
+      set_up(d, stream(d));
+      for (std::uint32_t w = 0; w < warmup; ++w) launch(d, stream(d));
+      d.synchronize();
+    });
+    report = impl_->call([&](runtime::Device& d) {
+      launch(d, stream(d));
+      d.synchronize();
+    });
+    impl_->call([&](runtime::Device& d) { copy_out_and_free(d, stream(d)); });
   }
-  // The op's compulsory traffic (every input read once, every output written once) over the kernel's span: the
-  // effective bandwidth, and it over the HBM peak.
-  std::uint64_t op_bytes = 0;
-  for (const auto& t : inputs) op_bytes += t.bytes();
-  for (const auto& t : plan.outputs) op_bytes += t.bytes();
-  o["bytes"] = op_bytes;
-  o["effective_GBps"] = static_cast<double>(op_bytes) / kernel_s / 1e9;
-  o["hbm_peak_fraction"] = static_cast<double>(op_bytes) / kernel_s / chip().hbm.peak_bytes_per_second();
-  nlohmann::json out_descs = nlohmann::json::array();
-  for (const auto& t : plan.outputs)
-    out_descs.push_back({{"shape", ops::shape_string(t.shape)}, {"dtype", std::string(hw::isa::dtype_name(t.dtype))}});
-  o["outputs"] = out_descs;
-  report["op"] = o;
+  report["op"] = op_report(name, params, inputs, plan, report["kernel"]["time_us"].get<double>() * 1e-6, chip());
   return RunResult{functional ? std::move(out) : std::vector<std::vector<std::uint8_t>>{}, std::move(report)};
 }
 

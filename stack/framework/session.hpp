@@ -99,9 +99,12 @@ class Session {
   // One library op call: `inputs` describe the tensors the op takes (their shapes and dtypes), `call` the op's typed
   // call (stack/ops/calls.hpp). The report carries `op` as `npusim op --json` does, with `text` (the call as the
   // user wrote it, if any) under op.params. Throws InputError naming the op and what it refuses, before anything
-  // runs.
+  // runs. With `warmup` > 0 the op is first launched that many times on the same buffers (the inputs copied in
+  // once, the device synchronised), as a benchmark loop does, and the report covers only the last launch and the
+  // copies out: the caches are warm.
   RunResult run_op(const std::string& op, const ops::Call& call, const std::vector<ops::TensorDesc>& inputs,
-                   const std::vector<std::vector<std::uint8_t>>& values, const ops::Params& text = {});
+                   const std::vector<std::vector<std::uint8_t>>& values, const ops::Params& text = {},
+                   std::uint32_t warmup = 0);
   // The same with the call as text (the parameters of `npusim op NAME -p`), parsed once into the typed call.
   RunResult run_op(const std::string& op, const ops::Params& params, const std::vector<ops::TensorDesc>& inputs,
                    const std::vector<std::vector<std::uint8_t>>& values);

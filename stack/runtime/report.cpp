@@ -228,7 +228,12 @@ nlohmann::json runtime_report(const Device& dev, const ReportWindow& window) {
   j["time_us"] = std::max(0.0, last - first) / 1e3;
   j["tasks"] = tasks;
   const std::size_t calls = dev.api_calls().size() - std::min(dev.api_calls().size(), window.first_api_call);
-  j["host"] = {{"api_calls", calls}, {"end_us", dev.api_calls().empty() ? 0.0 : dev.api_calls().back().end_ns / 1e3}};
+  const auto& api = dev.api_calls();
+  // The host time the window's calls took, from the first one's start to the last one's end (a synchronize ends
+  // when the device work it waits for is done).
+  const double span_ns = calls ? api.back().end_ns - api[api.size() - calls].start_ns : 0.0;
+  j["host"] = {
+      {"api_calls", calls}, {"end_us", api.empty() ? 0.0 : api.back().end_ns / 1e3}, {"span_us", span_ns / 1e3}};
   return j;
 }
 

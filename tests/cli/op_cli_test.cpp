@@ -50,6 +50,28 @@ TEST(OpCli, BadCallsAreClearErrors) {
       {"op add -p shape=4 -p size=3", "op add has no parameter 'size'"},
       {"op add -p shape=4 --dtype int4", "--dtype 'int4' is not one of fp16, bf16, fp32"},
   });
+  // --warmup is a count in 0..100 (a usage error, CLI11's exit 2 path: not a crash, not a run).
+  const npusim_test::Result r = npusim_test::run("op add -p shape=4 --warmup 101");
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("--warmup"), std::string::npos) << r.err;
+}
+
+// --warmup: the op runs N times on the same buffers first and the report covers the measured launch alone (one
+// kernel task, a launch and a synchronize), with every line of its inputs already in the L2; the values are still
+// the op's (--check), and the host sees the call take at least the enqueue (host.launch_overhead, 9 us on 910b)
+// plus the kernel task.
+TEST(OpCli, WarmupReportsTheLastLaunchWithWarmCaches) {
+  const std::string call = "add -p shape=256x1024 --check";
+  const auto cold = npusim_test::op_json(call);
+  const auto warm = npusim_test::op_json(call + " --warmup 2");
+  EXPECT_TRUE(warm["check"]["passed"].get<bool>());
+  ASSERT_EQ(warm["tasks"].size(), 1u);
+  EXPECT_EQ(warm["tasks"][0]["type"], "kernel");
+  EXPECT_EQ(warm["host"]["api_calls"].get<int>(), 2);
+  EXPECT_EQ(warm["memory"]["l2_hit_rate"].get<double>(), 1.0);
+  EXPECT_LT(cold["memory"]["l2_hit_rate"].get<double>(), 1.0);
+  EXPECT_LT(warm["kernel"]["cycles"].get<double>(), cold["kernel"]["cycles"].get<double>());
+  EXPECT_GE(warm["host"]["span_us"].get<double>(), 9.0 + warm["tasks"][0]["dur_us"].get<double>());
 }
 
 }  // namespace

@@ -73,24 +73,27 @@ TEST(OpMatmul, BadCallsAreClearErrors) {
 }  // namespace
 
 // The calibration points (HARDWARE.md, "Calibration data": fp16 matmul measured on 910B2 through the PyTorch
-// adaptor) against the simulated rate, 2 N^3 over the kernel task's device time (docs/calibration.md): every point
-// within 20 % on both sides, which docs/calibration.md's table records. Issue 19 asks for 10 %; 2048 (-10 %) and
-// 8192 (-16 %) are not there yet, so this guards against regressions at the band the model holds today.
-TEST(OpMatmul, CalibrationPointsStayWithinTwentyPercentOfTheMeasurements) {
-  const std::pair<int, double> measured[] = {{1024, 98.0}, {2048, 251.0}, {4096, 314.5}, {8192, 305.5}};
+// adaptor, "including host launch overhead") against the simulated rate measured the same way: a warm call (one
+// warm-up launch on the same tensors, as a benchmark loop) timed on the host from its enqueue to its completion
+// (host.span_us; docs/calibration.md). Within 10 % on both sides at 1024, 2048 and 4096; 8192 (-16 %, the L2 reuse
+// across tile groups, not resolved) within 20 %.
+TEST(OpMatmul, CalibrationPointsMatchTheMeasurementsTakenTheSameWay) {
+  struct Point {
+    int n;
+    double tflops, band;
+  };
+  const Point measured[] = {{1024, 98.0, 0.1}, {2048, 251.0, 0.1}, {4096, 314.5, 0.1}, {8192, 305.5, 0.2}};
   auto square = [](int n) {
-    std::string args = "matmul";
+    std::string args = "matmul --warmup 1";
     for (const char* key : {" -p M=", " -p N=", " -p K="}) args.append(key).append(std::to_string(n));
     return args;
   };
-  for (const auto& [n, tflops] : measured) {
-    const auto j = op_json(square(n));
-    double us = -1;
-    for (const auto& t : j["tasks"])
-      if (t["type"] == "kernel") us = t["dur_us"].get<double>();
-    ASSERT_GT(us, 0) << n;
-    const double simulated = 2.0 * n * n * static_cast<double>(n) / (us * 1e-6) / 1e12;
-    EXPECT_GT(simulated, 0.8 * tflops) << n << ": " << simulated << " TFLOPS";
-    EXPECT_LT(simulated, 1.2 * tflops) << n << ": " << simulated << " TFLOPS";
+  for (const Point& p : measured) {
+    const auto j = op_json(square(p.n));
+    const double us = j["host"]["span_us"].get<double>();
+    ASSERT_GT(us, 0) << p.n;
+    const double simulated = 2.0 * p.n * p.n * static_cast<double>(p.n) / (us * 1e-6) / 1e12;
+    EXPECT_GT(simulated, (1 - p.band) * p.tflops) << p.n << ": " << simulated << " TFLOPS";
+    EXPECT_LT(simulated, (1 + p.band) * p.tflops) << p.n << ": " << simulated << " TFLOPS";
   }
 }
