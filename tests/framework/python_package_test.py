@@ -109,6 +109,21 @@ def test_library_ops_match_numpy():
     np.testing.assert_allclose(f.astype(np.float32), xf / (1 + np.exp(-xf)) * y.astype(np.float32), atol=3e-3, rtol=1e-3)
 
 
+def test_op_warmup_reports_the_last_launch_with_warm_caches():
+    # As `npusim op --warmup`: the same values, one kernel task in the report, every input line already in the L2.
+    x, y = randn(256, 1024), randn(256, 1024)
+    dev = npusim.device()
+    cold = dev.op("add", x, y, shape="256x1024", shape_b="256x1024")[0]
+    cold_report = dev.last_report
+    warm = dev.op("add", x, y, shape="256x1024", shape_b="256x1024", warmup=2)[0]
+    r = dev.last_report
+    np.testing.assert_array_equal(warm, cold)
+    assert [t["type"] for t in r["tasks"]] == ["kernel"]
+    assert r["memory"]["l2_hit_rate"] == 1.0 and r["kernel"]["cycles"] < cold_report["kernel"]["cycles"]
+    with pytest.raises(ValueError, match="warmup=-1 is not an integer in 0..100"):
+        dev.op("add", x, y, shape="256x1024", shape_b="256x1024", warmup=-1)
+
+
 def test_torch_tensors_in_give_torch_tensors_out_and_npusim_tensors_round_trip():
     x = torch.randn(4, 128, dtype=torch.float16)
     y = npusim.ops.gelu(x)

@@ -91,7 +91,8 @@ class PySession {
   fw::Session& s() { return *session_; }
 
   // -> (outputs: list[bytes], report: JSON text)
-  py::tuple run_op(const std::string& op, const std::map<std::string, std::string>& params, const py::list& inputs) {
+  py::tuple run_op(const std::string& op, const std::map<std::string, std::string>& params, const py::list& inputs,
+                   std::uint32_t warmup) {
     std::vector<ops::TensorDesc> descs;
     std::vector<std::vector<std::uint8_t>> values;
     for (auto t : inputs) {
@@ -102,7 +103,7 @@ class PySession {
     fw::RunResult r;
     {
       py::gil_scoped_release release;
-      r = session_->run_op(op, params, descs, values);
+      r = session_->run_op(op, fw::Session::op_call(op, params), descs, values, params, warmup);
     }
     return py::make_tuple(bytes_list(r.outputs), r.report.dump());
   }
@@ -196,7 +197,7 @@ PYBIND11_MODULE(_core, m) {
              return fw::Model::from_bytes(std::string(bytes), what, s.s().chip(), o);
            })
       .def("run", &PySession::run)
-      .def("run_op", &PySession::run_op)
+      .def("run_op", &PySession::run_op, py::arg("op"), py::arg("params"), py::arg("inputs"), py::arg("warmup") = 0)
       .def("status", [](PySession& s) { return s.s().status().dump(); })
       .def("report", [](PySession& s) { return s.s().report().dump(); })
       .def("stats", [](PySession& s) { return s.s().device().chip().stats().to_json().dump(); })

@@ -135,13 +135,17 @@ class Device:
             f(r)
         return r
 
-    def op(self, name: str, *tensors, outputs_like=None, **params):
+    def op(self, name: str, *tensors, outputs_like=None, warmup: int = 0, **params):
         """Runs library op `name` on the tensors (numpy, torch or npusim.Tensor), its other parameters as keyword
         arguments (the -p parameters of `npusim op`, e.g. causal=1). Returns the list of outputs, as the kind of
-        array the first input is (or outputs_like); None items in timing-only mode. The report is last_report."""
+        array the first input is (or outputs_like); None items in timing-only mode. The report is last_report.
+        warmup=N launches the op N times first on the same device buffers (warm caches, as a benchmark loop) and
+        reports only the last launch, as `npusim op --warmup N` does."""
+        if isinstance(warmup, bool) or not isinstance(warmup, int) or not 0 <= warmup <= 100:
+            raise ValueError(f"warmup={warmup!r} is not an integer in 0..100")
         p = {k: _param(v) for k, v in params.items() if v is not None}
         with _lock:
-            outs, text = self._s.run_op(name, p, [spec(t) for t in tensors])
+            outs, text = self._s.run_op(name, p, [spec(t) for t in tensors], warmup)
             r = self._record(text)
         template = outputs_like if outputs_like is not None else (tensors[0] if tensors else None)
         descs = r["op"]["outputs"]
