@@ -17,6 +17,7 @@
 #include "cli/sweep_command.hpp"
 #include "common/config/loader.hpp"
 #include "common/util/error.hpp"
+#include "stack/framework/session.hpp"
 
 namespace {
 
@@ -141,7 +142,7 @@ int sc_main(int argc, char** argv) {
   op->add_option("--warmup", oopts.warmup,
                  "launch the op N times first on the same buffers, as a benchmark loop does (warm caches); the report "
                  "covers the last launch and the copies out")
-      ->check(CLI::Range(0, 100));
+      ->check(CLI::Range(std::uint32_t{0}, npusim::stack::framework::Session::kMaxWarmup));
   add_output_options(*op, oopts.json, oopts.files);
   op->footer("Ops:\n" + npusim::cli::describe_ops());
 

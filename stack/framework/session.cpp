@@ -298,6 +298,9 @@ RunResult Session::run_op(const std::string& name, const ops::Call& call, const 
                           const std::vector<std::vector<std::uint8_t>>& values, const ops::Params& params,
                           std::uint32_t warmup) {
   const ops::OpDef& op = find(name);
+  if (warmup > kMaxWarmup)
+    throw InputError("op " + name + ": warmup=" + std::to_string(warmup) + " is more than " +
+                     std::to_string(kMaxWarmup) + " launches");
   const bool functional = this->functional();
   if (functional) {
     if (values.size() != inputs.size())

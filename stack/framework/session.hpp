@@ -101,7 +101,8 @@ class Session {
   // user wrote it, if any) under op.params. Throws InputError naming the op and what it refuses, before anything
   // runs. With `warmup` > 0 the op is first launched that many times on the same buffers (the inputs copied in
   // once, the device synchronised), as a benchmark loop does, and the report covers only the last launch and the
-  // copies out: the caches are warm.
+  // copies out: the caches are warm. More than kMaxWarmup is refused (InputError).
+  static constexpr std::uint32_t kMaxWarmup = 100;
   RunResult run_op(const std::string& op, const ops::Call& call, const std::vector<ops::TensorDesc>& inputs,
                    const std::vector<std::vector<std::uint8_t>>& values, const ops::Params& text = {},
                    std::uint32_t warmup = 0);

@@ -38,10 +38,12 @@ class BufferPlan {
       if (b.name == name) return b;
     throw std::logic_error("buffer plan: no buffer '" + name + "' was planned");
   }
-  // Bytes the buffers take when each slot starts on an `align`-byte boundary (as TPipe allocates them).
+  // Bytes the buffers take when each slot starts on an `align`-byte boundary (as TPipe allocates them; 0 is no
+  // alignment).
   std::uint64_t total(std::uint64_t align) const {
+    const std::uint64_t a = align ? align : 1;
     std::uint64_t sum = 0;
-    for (const Buffer& b : buffers_) sum += b.slots * ceil_to(b.bytes, align);
+    for (const Buffer& b : buffers_) sum += b.slots * ceil_to(b.bytes, a);
     return sum;
   }
   const std::vector<Buffer>& buffers() const { return buffers_; }

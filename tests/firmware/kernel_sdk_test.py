@@ -582,7 +582,6 @@ def test_fa_tiles_report_per_tile_cycles_whose_serial_stages_add_up_and_the_cont
     for name, t in tiles.items():
         stages = sum(t["busy"].values())
         assert stages <= t["cycles"] <= stages + 4, (name, t)
-        assert t["anchor"] > 0 and t["ratio"] == pytest.approx(t["cycles"] / t["anchor"])
     assert tiles["qk"]["busy"]["cube"] == 8 * 16 * 8 + 16
     assert tiles["pv"]["busy"]["cube"] == 8 * 8 * 16 + 16
     # The control costs from the launch path's config (910b, 1.8 GHz): a block wave costs launch.dispatch +

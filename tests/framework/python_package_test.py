@@ -120,8 +120,10 @@ def test_op_warmup_reports_the_last_launch_with_warm_caches():
     np.testing.assert_array_equal(warm, cold)
     assert [t["type"] for t in r["tasks"]] == ["kernel"]
     assert r["memory"]["l2_hit_rate"] == 1.0 and r["kernel"]["cycles"] < cold_report["kernel"]["cycles"]
-    with pytest.raises(ValueError, match="warmup=-1 is not an integer in 0..100"):
+    with pytest.raises(ValueError, match="warmup=-1 is not a non-negative integer"):
         dev.op("add", x, y, shape="256x1024", shape_b="256x1024", warmup=-1)
+    with pytest.raises(npusim.InputError, match="warmup=101 is more than 100 launches"):
+        dev.op("add", x, y, shape="256x1024", shape_b="256x1024", warmup=101)
 
 
 def test_torch_tensors_in_give_torch_tensors_out_and_npusim_tensors_round_trip():

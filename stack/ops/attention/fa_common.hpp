@@ -9,6 +9,7 @@
 #pragma once
 
 #include <algorithm>
+#include <string>
 #include <vector>
 
 #include "stack/ops/kernel_util.hpp"
@@ -141,6 +142,10 @@ struct FaBuffers {
   BufferPlan l1, l0a, l0b, l0c, ub;
 };
 FaBuffers fa_buffers(const FaShape& s, std::uint64_t bq, std::uint64_t bk, std::uint64_t es, bool split);
+// The name of a split AIV's per-unit buffer `name` ("o", "m", "l", "alpha") of unit parity p: "o.0", "o.1"...
+inline std::string per_unit(const char* name, int p) {
+  return std::string(name) + (p ? ".1" : ".0");
+}
 // The plans of a kernel's call, for elements of T.
 template <class T>
 FaBuffers planned_buffers(const FaArgs& g, bool split) {

@@ -27,12 +27,11 @@ struct SoftmaxState {
     init_buffer(pipe, qs, ub, "s");
     init_buffer(pipe, qpv, ub, "pv");
     init_buffer(pipe, qout, ub, "out");
-    const char* const per_unit[2][4] = {{"o.0", "m.0", "l.0", "alpha.0"}, {"o.1", "m.1", "l.1", "alpha.1"}};
     for (int p = 0; p < 2; ++p) {
-      init_buffer(pipe, fo[p], ub, per_unit[p][0]);
-      init_buffer(pipe, fm[p], ub, per_unit[p][1]);
-      init_buffer(pipe, fl[p], ub, per_unit[p][2]);
-      init_buffer(pipe, falpha[p], ub, per_unit[p][3]);
+      init_buffer(pipe, fo[p], ub, per_unit("o", p));
+      init_buffer(pipe, fm[p], ub, per_unit("m", p));
+      init_buffer(pipe, fl[p], ub, per_unit("l", p));
+      init_buffer(pipe, falpha[p], ub, per_unit("alpha", p));
     }
     init_buffer(pipe, fmx, ub, "mx");
     init_buffer(pipe, frs, ub, "rs");

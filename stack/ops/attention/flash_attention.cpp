@@ -185,14 +185,12 @@ FaBuffers fa_buffers(const FaShape& s, std::uint64_t bq, std::uint64_t bk, std::
     b.ub.add("s", r * bk * 4, 2);
     b.ub.add("pv", r * d * 4);
     b.ub.add("out", std::max(r * bk * es, r * ceil_to(d * es, 32)));  // P, and at a unit's end O, in T
-    auto per_unit = [&](const std::string& parity) {
-      b.ub.add("o" + parity, r * d * 4);
-      b.ub.add("m" + parity, vec);
-      b.ub.add("l" + parity, vec);
-      b.ub.add("alpha" + parity, vec);
-    };
-    per_unit(".0");
-    per_unit(".1");
+    for (int p = 0; p < 2; ++p) {
+      b.ub.add(per_unit("o", p), r * d * 4);
+      b.ub.add(per_unit("m", p), vec);
+      b.ub.add(per_unit("l", p), vec);
+      b.ub.add(per_unit("alpha", p), vec);
+    }
     b.ub.add("mx", vec * ceil_div(bk, 64));
     b.ub.add("rs", vec * ceil_div(bk, 64));
     b.ub.add("bc", ceil_to(r, 8) * 32);
@@ -222,7 +220,7 @@ FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& c
   const auto& buf = chip.buffers;
   const std::uint64_t d = s.D;
   auto fits = [](const BufferPlan& plan, const config::BufferParams& space) {
-    return plan.total(std::max<std::uint64_t>(space.align, 1)) <= space.size;
+    return plan.total(space.align) <= space.size;
   };
   // Blocks no larger than the sequences need (a short sequence gets a small block and a small workspace).
   const std::uint64_t sq16 = ceil_to(s.S, 16), sk16 = ceil_to(s.SK, 16);

@@ -106,7 +106,7 @@ MatmulTiling plan_tiling(const MatmulShape& s, std::uint64_t es, const config::C
                                                                               {&planned.bias_table, &buf.bias_table},
                                                                               {&planned.ub, &buf.ub}};
   for (const auto& [plan, space] : spaces) {
-    const std::uint64_t total = plan->total(std::max<std::uint64_t>(space->align, 1));
+    const std::uint64_t total = plan->total(space->align);
     if (total > space->size)
       throw std::logic_error("matmul tiling " + std::to_string(best.base_m) + "x" + std::to_string(best.base_n) + "x" +
                              std::to_string(best.base_k) + ": its buffers take " + std::to_string(total) + " B of a " +

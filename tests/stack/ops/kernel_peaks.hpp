@@ -3,9 +3,13 @@
 // context's peak over the block's TPipes. The tiling tests compare these with the plans' totals.
 #pragma once
 
+#include <gtest/gtest.h>
+
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "firmware/kernel/context.hpp"
@@ -62,6 +66,23 @@ inline std::vector<BlockPeaks> run_recording_peaks(const config::ChipConfig& chi
                                     }};
   platform.run_kernel(spec);
   return seen;
+}
+
+// One block took exactly what its tiling planned: `cube` (space, bytes) on its AIC, or its one core on a coupled
+// chip; `ub` bytes of UB on each of its AIVs (and none on the AIC), or on the one core.
+inline void expect_block_took(const BlockPeaks& s, const std::vector<std::pair<hw::isa::Space, std::uint64_t>>& cube,
+                              std::uint64_t ub, bool split, const std::string& what) {
+  ASSERT_TRUE(s.ran) << what;
+  for (const auto& [space, bytes] : cube)
+    EXPECT_EQ(s.cube[static_cast<int>(space)], bytes) << what << " " << hw::isa::space_name(space);
+  const int k_ub = static_cast<int>(hw::isa::Space::kUb);
+  if (split) {
+    EXPECT_EQ(s.cube[k_ub], 0u) << what;
+    EXPECT_EQ(s.aiv[0][k_ub], ub) << what;
+    EXPECT_EQ(s.aiv[1][k_ub], ub) << what;
+  } else {
+    EXPECT_EQ(s.cube[k_ub], ub) << what;
+  }
 }
 
 }  // namespace npusim::stack::ops::testing
