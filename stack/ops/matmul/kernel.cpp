@@ -14,7 +14,9 @@ constexpr std::uint32_t kMaxAhead = 8;   // tiles the cube may run ahead of the 
 
 // Tile coordinates of tile `t`. Tiles go in groups of `group_m` tile rows, column by column inside a group, so
 // the tiles running at the same time on the cores form a near-square window: its A rows and B columns are reused
-// from the L2 while it sweeps the group, and B is streamed once per group instead of once per tile row.
+// from the L2 while it sweeps the group, and B is streamed once per group instead of once per tile row. With
+// `serpentine`, odd groups sweep the columns backwards (as Ascend's CATLASS block swizzle does): the B columns a
+// group starts on are the ones the previous group used last, still in the L2 when the operands outgrow it.
 struct TileAt {
   std::uint32_t batch, m0, n0, mt, nt;
 };
@@ -25,8 +27,9 @@ TileAt tile_at(const MatmulArgs& g, std::uint32_t t) {
   const std::uint32_t r = t % per_batch;
   const std::uint32_t per_group = g.t.group_m * g.t.tiles_n, first_m = r / per_group * g.t.group_m;
   const std::uint32_t rows = std::min(g.t.group_m, g.t.tiles_m - first_m), in_group = r % per_group;
+  const std::uint32_t group = first_m / g.t.group_m, col = in_group / rows;
   at.m0 = (first_m + in_group % rows) * g.t.base_m;
-  at.n0 = (in_group / rows) * g.t.base_n;
+  at.n0 = (g.t.serpentine && group % 2 == 1 ? g.t.tiles_n - 1 - col : col) * g.t.base_n;
   at.mt = std::min(g.t.base_m, g.s.M - at.m0);
   at.nt = std::min(g.t.base_n, g.s.N - at.n0);
   return at;

@@ -127,15 +127,11 @@ OpDef matmul_op() {
     g.split = chip.split();
     plan.type = g.t.vector_epilogue && g.split ? KernelType::kMix : KernelType::kCube;
     plan.block_dim = g.t.block_dim;
-    plan.tiling = {{"base_m", g.t.base_m},
-                   {"base_n", g.t.base_n},
-                   {"base_k", g.t.base_k},
-                   {"step_k", g.t.step_k},
-                   {"l0c_buffers", g.t.l0c_buffers},
-                   {"group_m", g.t.group_m},
-                   {"tiles", s.batch * g.t.tiles_m * g.t.tiles_n},
-                   {"bias_table", g.t.bias_table},
-                   {"vector_epilogue", g.t.vector_epilogue}};
+    plan.tiling = {{"base_m", g.t.base_m},           {"base_n", g.t.base_n},
+                   {"base_k", g.t.base_k},           {"step_k", g.t.step_k},
+                   {"l0c_buffers", g.t.l0c_buffers}, {"group_m", g.t.group_m},
+                   {"serpentine", g.t.serpentine},   {"tiles", s.batch * g.t.tiles_m * g.t.tiles_n},
+                   {"bias_table", g.t.bias_table},   {"vector_epilogue", g.t.vector_epilogue}};
     plan.flops = 2.0 * s.batch * s.M * s.N * s.K;
     const DType t = in[0].dtype;
     plan.kernel = [g, t](const std::vector<std::uint64_t>& buf) -> std::function<void()> {

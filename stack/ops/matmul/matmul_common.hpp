@@ -32,6 +32,7 @@ struct MatmulTiling {
   std::uint32_t base_m = 0, base_n = 0, base_k = 0, step_k = 0, l0c_buffers = 1;
   std::uint32_t tiles_m = 0, tiles_n = 0, block_dim = 1;
   std::uint32_t group_m = 1;     // tile rows per group of the tile order (see tile_at)
+  bool serpentine = false;       // odd groups sweep the tile columns backwards (see tile_at)
   bool bias_table = false;       // the bias seeds the Mmad through the bias table
   bool vector_epilogue = false;  // activation (and a bias without a bias table) on the vector unit
   std::uint32_t epi_rows = 0;    // rows per vector-epilogue chunk

@@ -43,6 +43,14 @@ TEST(MatmulTiling, TheDocumentedTileOf4096CubedOn910b) {
   EXPECT_FALSE(t.vector_epilogue);
 }
 
+// The tile order sweeps odd groups backwards only when A, B and C together outgrow the L2 (192 MiB on 910b): at
+// 4096^3 they take 96 MiB, at 8192^3 384 MiB; a smaller L2 turns it on at 4096^3.
+TEST(MatmulTiling, TheSerpentineOrderIsForOperandsLargerThanTheL2) {
+  EXPECT_FALSE(plan_tiling(shape(4096, 4096, 4096), 2, chip("910b")).serpentine);
+  EXPECT_TRUE(plan_tiling(shape(8192, 8192, 8192), 2, chip("910b")).serpentine);
+  EXPECT_TRUE(plan_tiling(shape(4096, 4096, 4096), 2, chip("910b", {"l2.capacity=48MiB"})).serpentine);
+}
+
 // step_k is as many base_k as the double-buffered L1 steps hold, base_k the most the double-buffered L0A/L0B hold:
 // halving L1 halves step_k, halving L0A and L0B halves base_k.
 TEST(MatmulTiling, TilesFollowL1AndL0) {
