@@ -51,6 +51,12 @@ struct FaShape {
 
 struct FaTiling {
   std::uint32_t bq = 0, bk = 0;  // query rows and key columns per block
+  // Keys per pass through L0 (a divisor of bk; bk on coupled chips): the cube computes S a sub-block at a time and
+  // P V over the sub-blocks into one accumulator, so a block can be longer than L0 holds.
+  std::uint32_t ck = 0;
+  // Rows per pass of an AIV's softmax (split chips; a multiple of 8, at most ceil(bq / 2)): the vector side streams
+  // a block's scores through the UB in row chunks, so a block can be longer than the UB holds whole.
+  std::uint32_t rc = 0;
   std::uint32_t block_dim = 1;
   std::uint64_t slot_bytes = 0;  // GM workspace per block (split chips)
 };
@@ -141,7 +147,7 @@ inline Slots slots_of(const FaArgs& g) {
 struct FaBuffers {
   BufferPlan l1, l0a, l0b, l0c, ub;
 };
-FaBuffers fa_buffers(const FaShape& s, std::uint64_t bq, std::uint64_t bk, std::uint64_t es, bool split);
+FaBuffers fa_buffers(const FaShape& s, const FaTiling& t, std::uint64_t es, bool split);
 // The name of a split AIV's per-unit buffer `name` ("o", "m", "l", "alpha") of unit parity p: "o.0", "o.1"...
 inline std::string per_unit(const char* name, int p) {
   return std::string(name) + (p ? ".1" : ".0");
@@ -149,7 +155,7 @@ inline std::string per_unit(const char* name, int p) {
 // The plans of a kernel's call, for elements of T.
 template <class T>
 FaBuffers planned_buffers(const FaArgs& g, bool split) {
-  return fa_buffers(g.s, g.t.bq, g.t.bk, sizeof(T), split);
+  return fa_buffers(g.s, g.t, sizeof(T), split);
 }
 
 // --- Cube side ----------------------------------------------------------------------------------------------------
@@ -179,10 +185,10 @@ struct CubeBuffers {
     }
   }
 
-  // S = Q K^T for the step into the L0C tensor c.
-  void scores(const FaArgs& g, const FaStep& st, const LocalTensor<float>& c) {
+  // Q (at a unit's first step) and the step's K rows into L1, one NZ block per sub-block of ck keys: sub-block j
+  // holds (D / 16) x ceil(w_j / 16) fractals, (fk, fn) at fk * ceil(w_j / 16) + fn, as L0B wants them.
+  void load_k(const FaArgs& g, const FaStep& st) {
     const std::uint32_t d = g.s.D, M1 = u32(ceil_div(st.qr, 16));
-    const std::uint32_t N1 = u32(ceil_div(st.w, 16)), K1 = d / 16;
     if (st.first) {
       q1 = qq.AllocTensor<T>();
       GlobalTensor<T> gq;
@@ -192,23 +198,35 @@ struct CubeBuffers {
       q1 = qq.DeQue<T>();
     }
     LocalTensor<T> k1 = qk.AllocTensor<T>();
-    GlobalTensor<T> gk;
-    gk.SetGlobalBuffer(kv_at<T>(g, false, st, st.kv0));
-    // K rows are B^T (n x k): in L1 NZ the fractal (fk, fn) sits at fk * N1 + fn, as L0B wants it.
-    DataCopy(k1, gk, Nd2NzParams{1, u16(st.w), u16(d), 0, u16(g.s.k.ss), u16(N1 * 16), 1, 0});
+    for (std::uint32_t c0 = 0; c0 < st.w; c0 += g.t.ck) {
+      const std::uint32_t wj = std::min(g.t.ck, st.w - c0);
+      GlobalTensor<T> gk;
+      gk.SetGlobalBuffer(kv_at<T>(g, false, st, st.kv0 + c0));
+      DataCopy(k1[static_cast<std::uint64_t>(c0) * d], gk,
+               Nd2NzParams{1, u16(wj), u16(d), 0, u16(g.s.k.ss), u16(ceil_to(wj, 16)), 1, 0});
+    }
     qk.EnQue(k1);
-    k1 = qk.DeQue<T>();
+    k1_ = qk.DeQue<T>();
+  }
+
+  // S for keys [c0, c0 + ck) of the step (load_k's) into the L0C tensor c; the step's last sub-block frees K (and,
+  // at a unit's last step, Q).
+  void scores(const FaArgs& g, const FaStep& st, std::uint32_t c0, const LocalTensor<float>& c) {
+    const std::uint32_t d = g.s.D, M1 = u32(ceil_div(st.qr, 16)), wj = std::min(g.t.ck, st.w - c0);
+    const std::uint32_t N1 = u32(ceil_div(wj, 16)), K1 = d / 16;
     LocalTensor<T> a2 = qa2.AllocTensor<T>(), b2 = qb2.AllocTensor<T>();
     for (std::uint32_t fm = 0; fm < M1; ++fm)
       LoadData(a2[static_cast<std::uint64_t>(fm) * K1 * 256], q1, LoadData2DParams{u16(fm), u8(K1), u16(M1), false});
-    LoadData(b2, k1, LoadData2DParams{0, u8(K1 * N1), 1, false});
-    qk.FreeTensor(k1);
-    if (st.last) qq.FreeTensor(q1);
+    LoadData(b2, k1_[static_cast<std::uint64_t>(c0) * d], LoadData2DParams{0, u8(K1 * N1), 1, false});
+    if (c0 + g.t.ck >= st.w) {
+      qk.FreeTensor(k1_);
+      if (st.last) qq.FreeTensor(q1);
+    }
     qa2.EnQue(a2);
     qb2.EnQue(b2);
     a2 = qa2.DeQue<T>();
     b2 = qb2.DeQue<T>();
-    Mmad(c, a2, b2, MmadParams{u16(st.qr), u16(st.w), u16(d), true, false});
+    Mmad(c, a2, b2, MmadParams{u16(st.qr), u16(wj), u16(d), true, false});
     qa2.FreeTensor(a2);
     qb2.FreeTensor(b2);
   }
@@ -222,25 +240,35 @@ struct CubeBuffers {
     qv.EnQue(v1);
   }
 
-  // PV = P V with P (qr x w, NZ with 16-row column blocks) already in L1 and V from load_v, into the L0C tensor c.
+  // PV = P V with P (qr x w, NZ with 16-row column blocks) already in L1 and V from load_v, into the L0C tensor c:
+  // one Mmad per sub-block of ck keys, accumulating.
   void pv(const FaArgs& g, const FaStep& st, const LocalTensor<T>& p1, const LocalTensor<float>& c) {
     const std::uint32_t d = g.s.D, M1 = u32(ceil_div(st.qr, 16));
-    const std::uint32_t K1 = u32(ceil_div(st.w, 16)), N1 = d / 16;
+    const std::uint32_t K1 = u32(ceil_div(st.w, 16)), N1 = d / 16, C1 = g.t.ck / 16;
     LocalTensor<T> v1 = qv.DeQue<T>();
-    LocalTensor<T> a2 = qa2.AllocTensor<T>(), b2 = qb2.AllocTensor<T>();
-    for (std::uint32_t fm = 0; fm < M1; ++fm)
-      LoadData(a2[static_cast<std::uint64_t>(fm) * K1 * 256], p1, LoadData2DParams{u16(fm), u8(K1), u16(M1), false});
-    for (std::uint32_t fk = 0; fk < K1; ++fk)
-      LoadData(b2[static_cast<std::uint64_t>(fk) * N1 * 256], v1, LoadData2DParams{u16(fk), u8(N1), u16(K1), true});
-    qv.FreeTensor(v1);
-    qa2.EnQue(a2);
-    qb2.EnQue(b2);
-    a2 = qa2.DeQue<T>();
-    b2 = qb2.DeQue<T>();
-    Mmad(c, a2, b2, MmadParams{u16(st.qr), u16(d), u16(st.w), true, false});
-    qa2.FreeTensor(a2);
-    qb2.FreeTensor(b2);
+    for (std::uint32_t f0 = 0; f0 < K1; f0 += C1) {
+      const std::uint32_t kj = std::min(C1, K1 - f0);
+      LocalTensor<T> a2 = qa2.AllocTensor<T>(), b2 = qb2.AllocTensor<T>();
+      for (std::uint32_t fm = 0; fm < M1; ++fm)
+        LoadData(a2[static_cast<std::uint64_t>(fm) * kj * 256], p1,
+                 LoadData2DParams{u16(f0 * M1 + fm), u8(kj), u16(M1), false});
+      for (std::uint32_t fk = 0; fk < kj; ++fk)
+        LoadData(b2[static_cast<std::uint64_t>(fk) * N1 * 256], v1,
+                 LoadData2DParams{u16(f0 + fk), u8(N1), u16(K1), true});
+      if (f0 + C1 >= K1) qv.FreeTensor(v1);
+      qa2.EnQue(a2);
+      qb2.EnQue(b2);
+      a2 = qa2.DeQue<T>();
+      b2 = qb2.DeQue<T>();
+      const std::uint32_t keys = std::min(st.w - f0 * 16, kj * 16);
+      Mmad(c, a2, b2, MmadParams{u16(st.qr), u16(d), u16(keys), f0 == 0, false});
+      qa2.FreeTensor(a2);
+      qb2.FreeTensor(b2);
+    }
   }
+
+ private:
+  LocalTensor<T> k1_;
 };
 
 // The kernels (fa_split.cpp, fa_coupled.cpp).

@@ -106,7 +106,8 @@ class Coupled {
 
   std::uint32_t scores(const FaStep& st) {
     const std::uint32_t x = l0c_alloc();
-    cb_.scores(g_, st, l0c_[x].template Get<float>());
+    cb_.load_k(g_, st);
+    cb_.scores(g_, st, 0, l0c_[x].template Get<float>());  // one sub-block: ck = bk on coupled chips
     c_ready_[x].publish();
     return x;
   }

@@ -17,7 +17,7 @@ template <class T>
 struct SoftmaxState {
   TQue<TPosition::VECIN, 2> qs;
   TQue<TPosition::VECIN, 1> qpv, qmask;
-  TQue<TPosition::VECOUT, 1> qout;  // P of each step, and O at a unit's end
+  TQue<TPosition::VECOUT, 2> qout;  // P of each row chunk, and O at a unit's end
   TBuf<TPosition::VECCALC> fo[2], fm[2], fl[2], falpha[2], fmx, frs, fbc, fscale, fmaskf;
   std::uint32_t R = 0;  // rows per AIV (max)
 
@@ -54,7 +54,7 @@ class VectorSide {
     sm_.init(pipe_, g);
     bk_ = g.t.bk;
     d_ = g.s.D;
-    vec_ = u32(ceil_to(sm_.R, 8));
+    vec_ = g.t.rc;
     shared_mask_ = g.s.mask_rows_shared();
     std::uint32_t unit = 0;  // units started so far (state parity)
     for (std::size_t i = 0; i < steps_.size(); ++i) {
@@ -133,11 +133,12 @@ class VectorSide {
   // max is taken on them and scaled (the scale is positive), and the subtraction pass scales the scores too (one
   // FusedMulAdd: scale s + (-m)), so the scale costs no pass of its own. A row is fully masked only by an
   // explicit mask, whose scores arrive scaled.
-  void online_softmax(std::size_t i, const LocalTensor<float>& s, std::uint32_t rows, std::uint32_t p) {
+  void online_softmax(std::size_t i, const LocalTensor<float>& s, std::uint32_t cr, std::uint32_t rows,
+                      std::uint32_t p) {
     const FaStep& st = steps_[i];
     const bool unscaled = !g_.s.mask;
-    const LocalTensor<float> m = sm_.fm[p].template Get<float>(), l = sm_.fl[p].template Get<float>();
-    const LocalTensor<float> alpha = sm_.falpha[i % 2].template Get<float>(), mx = sm_.fmx.template Get<float>();
+    const LocalTensor<float> m = sm_.fm[p].template Get<float>()[cr], l = sm_.fl[p].template Get<float>()[cr];
+    const LocalTensor<float> alpha = sm_.falpha[i % 2].template Get<float>()[cr], mx = sm_.fmx.template Get<float>();
     const LocalTensor<float> rs = sm_.frs.template Get<float>(), bc = sm_.fbc.template Get<float>();
     if (st.first) {
       nd_row_reduce(true, m, {s, bk_, bk_}, mx, rows, vec_);
@@ -179,18 +180,23 @@ class VectorSide {
       cross_core_set_flag(2, PIPE_MTE2, kPReady);
       return;
     }
-    const LocalTensor<float> s = scores_in(i, r0, rows);
-    mask_invisible(st, s, r0, rows);
-    online_softmax(i, s, rows, p);
-    LocalTensor<T> pt = sm_.qout.template AllocTensor<T>();
-    convert(pt, s, static_cast<std::uint64_t>(rows) * bk_);
-    sm_.qs.FreeTensor(s);
-    sm_.qout.EnQue(pt);
-    pt = sm_.qout.template DeQue<T>();
-    GlobalTensor<T> gp;
-    gp.SetGlobalBuffer(slot_.p(i) + static_cast<std::uint64_t>(r0) * bk_ * sizeof(T));
-    DataCopy(gp, pt, static_cast<std::uint64_t>(rows) * bk_);
-    sm_.qout.FreeTensor(pt);
+    // The rows in chunks of rc through the double-buffered S and P queues: the loads of one chunk, the vector
+    // work of the next and the P of the one before overlap.
+    for (std::uint32_t cr = 0; cr < rows; cr += g_.t.rc) {
+      const std::uint32_t n = std::min(g_.t.rc, rows - cr);
+      const LocalTensor<float> s = scores_in(i, r0 + cr, n);
+      mask_invisible(st, s, r0 + cr, n);
+      online_softmax(i, s, cr, n, p);
+      LocalTensor<T> pt = sm_.qout.template AllocTensor<T>();
+      convert(pt, s, static_cast<std::uint64_t>(n) * bk_);
+      sm_.qs.FreeTensor(s);
+      sm_.qout.EnQue(pt);
+      pt = sm_.qout.template DeQue<T>();
+      GlobalTensor<T> gp;
+      gp.SetGlobalBuffer(slot_.p(i) + static_cast<std::uint64_t>(r0 + cr) * bk_ * sizeof(T));
+      DataCopy(gp, pt, static_cast<std::uint64_t>(n) * bk_);
+      sm_.qout.FreeTensor(pt);
+    }
     cross_core_set_flag(2, PIPE_MTE3, kPReady);
   }
 
@@ -253,13 +259,12 @@ void fa_cube_split(const FaArgs& g) {
   TPipe pipe;
   CubeBuffers<T> cb;
   cb.init(pipe, planned_buffers<T>(g, true), true);
-  auto drain = [&](GM_ADDR dst, std::uint32_t rows, std::uint32_t cols, std::uint32_t stride, std::uint32_t flag) {
+  auto drain = [&](GM_ADDR dst, std::uint32_t rows, std::uint32_t cols, std::uint32_t stride) {
     LocalTensor<float> c = cb.qc.template DeQue<float>();
     GlobalTensor<float> gs;
     gs.SetGlobalBuffer(dst);
     Fixpipe(gs, c, FixpipeParams{u16(cols), u16(rows), u16(ceil_to(rows, 16)), stride, false});
     cb.qc.FreeTensor(c);
-    cross_core_set_flag(2, PIPE_FIX, flag);
   };
   auto pv_step = [&](std::size_t i) {
     const FaStep& st = steps[i];
@@ -275,13 +280,20 @@ void fa_cube_split(const FaArgs& g) {
     cb.pv(g, st, p1, c);
     cb.qc.EnQue(c);
     cb.qp.FreeTensor(p1);
-    drain(slot.pv(i), st.qr, g.s.D, g.s.D, kPvReady);
+    drain(slot.pv(i), st.qr, g.s.D, g.s.D);
+    cross_core_set_flag(2, PIPE_FIX, kPvReady);
   };
   for (std::size_t i = 0; i < steps.size(); ++i) {
-    LocalTensor<float> c = cb.qc.template AllocTensor<float>();
-    cb.scores(g, steps[i], c);
-    cb.qc.EnQue(c);
-    drain(slot.s(i), steps[i].qr, steps[i].w, g.t.bk, kSReady);
+    const FaStep& st = steps[i];
+    cb.load_k(g, st);
+    // S a sub-block of ck keys at a time, each drained into its columns of the slot; the AIVs are told once.
+    for (std::uint32_t c0 = 0; c0 < st.w; c0 += g.t.ck) {
+      LocalTensor<float> c = cb.qc.template AllocTensor<float>();
+      cb.scores(g, st, c0, c);
+      cb.qc.EnQue(c);
+      drain(slot.s(i) + c0 * 4ULL, st.qr, std::min(g.t.ck, st.w - c0), g.t.bk);
+    }
+    cross_core_set_flag(2, PIPE_FIX, kSReady);
     if (i > 0) pv_step(i - 1);
   }
   if (!steps.empty()) pv_step(steps.size() - 1);

@@ -165,39 +165,40 @@ std::uint64_t extent(const FaLayout& l, std::uint64_t B, std::uint64_t heads, st
 
 // The largest blocks (Bq rows, Bk columns) whose buffers fit the chip: the cube side's L1/L0 ping-pong buffers and
 // the vector side's UB (scores in two buffers, P, PV, two output accumulators and per-row vectors).
-FaBuffers fa_buffers(const FaShape& s, std::uint64_t bq, std::uint64_t bk, std::uint64_t es, bool split) {
+FaBuffers fa_buffers(const FaShape& s, const FaTiling& t, std::uint64_t es, bool split) {
   FaBuffers b;
-  const std::uint64_t d = s.D;
-  // Cube side: Q for the unit, K and V (one V on coupled chips), P; L0A/L0B/L0C ping-pong.
+  const std::uint64_t d = s.D, bq = t.bq, bk = t.bk, ck = t.ck;
+  // Cube side: Q for the unit, K and V of a block (one V on coupled chips), P; L0A/L0B/L0C ping-pong, each holding
+  // a sub-block of ck keys.
   b.l1.add("q", bq * d * es);
   b.l1.add("k", bk * d * es, 2);
   b.l1.add("v", bk * d * es, split ? 2 : 1);
-  b.l0a.add("a2", std::max(bq * d, bq * bk) * es, 2);
-  b.l0b.add("b2", bk * d * es, 2);
-  b.l0c.add("c", std::max(bq * bk, bq * d) * 4, 2);
+  b.l0a.add("a2", std::max(bq * d, bq * ck) * es, 2);
+  b.l0b.add("b2", ck * d * es, 2);
+  b.l0c.add("c", std::max(bq * ck, bq * d) * 4, 2);
   b.l1.add("p", bq * bk * es, split ? 2 : 1);
   if (split) {
-    // One AIV's half of the rows (fa_split.cpp): S in (two), PV in, P and O out through one buffer (O leaves once
-    // a unit, so sharing costs little and frees a tile's worth of UB for longer key blocks); per unit parity the
-    // fp32 output accumulator and the running max, sum and rescale factor; reduction scratch and a broadcast block
-    // per row.
-    const std::uint64_t r = ceil_div(bq, 2), vec = ceil_to(r * 4, 32);
-    b.ub.add("s", r * bk * 4, 2);
+    // One AIV's half of the rows (fa_split.cpp), a block's scores streamed in chunks of rc rows: S in (two
+    // chunks), PV in, P chunks and O out through one double-buffered queue (O leaves once a unit, so sharing costs
+    // little); per unit parity the fp32 output accumulator and the running max, sum and rescale factor; reduction
+    // scratch for a chunk and a broadcast block per row.
+    const std::uint64_t r = ceil_div(bq, 2), vec = ceil_to(r * 4, 32), rc = t.rc;
+    b.ub.add("s", rc * bk * 4, 2);
     b.ub.add("pv", r * d * 4);
-    b.ub.add("out", std::max(r * bk * es, r * ceil_to(d * es, 32)));  // P, and at a unit's end O, in T
+    b.ub.add("out", std::max(rc * bk * es, r * ceil_to(d * es, 32)), 2);  // P, and at a unit's end O, in T
     for (int p = 0; p < 2; ++p) {
       b.ub.add(per_unit("o", p), r * d * 4);
       b.ub.add(per_unit("m", p), vec);
       b.ub.add(per_unit("l", p), vec);
       b.ub.add(per_unit("alpha", p), vec);
     }
-    b.ub.add("mx", vec * ceil_div(bk, 64));
-    b.ub.add("rs", vec * ceil_div(bk, 64));
+    b.ub.add("mx", rc * 4 * ceil_div(bk, 64));
+    b.ub.add("rs", rc * 4 * ceil_div(bk, 64));
     b.ub.add("bc", ceil_to(r, 8) * 32);
     b.ub.add("scale", 32);  // one block of the softmax scale, the factor of a FusedMulAdd
     if (s.mask) {
-      b.ub.add("mask", r * bk * es);
-      b.ub.add("mask_f", r * 64 * 4);
+      b.ub.add("mask", rc * bk * es);
+      b.ub.add("mask_f", rc * 64 * 4);
     }
   } else {
     // One core (fa_coupled.cpp): S, PV and the accumulator in fp32; reduction scratch and a broadcast column block;
@@ -222,24 +223,36 @@ FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& c
   auto fits = [](const BufferPlan& plan, const config::BufferParams& space) {
     return plan.total(space.align) <= space.size;
   };
-  // Blocks no larger than the sequences need (a short sequence gets a small block and a small workspace).
+  // Blocks no larger than the sequences need (a short sequence gets a small block and a small workspace). On split
+  // chips a block's keys pass through L0 in sub-blocks of ck and its rows through the UB in chunks of rc, so the
+  // largest block comes with the largest ck, then the largest rc, that fit; coupled chips keep a block whole.
   const std::uint64_t sq16 = ceil_to(s.S, 16), sk16 = ceil_to(s.SK, 16);
+  const bool split = chip.split();
   for (std::uint64_t bq : {128, 64, 32, 16}) {
     if (bq > sq16 && bq > 16 && bq / 2 >= sq16) continue;
+    const std::uint32_t r8 = u32(ceil_to(ceil_div(bq, 2), 8));
     for (std::uint64_t bk : {256, 128, 64, 32, 16}) {
       if (bk > sk16 && bk > 16 && bk / 2 >= sk16) continue;
-      const FaBuffers b = fa_buffers(s, bq, bk, es, chip.split());
-      // A Q K^T's L0B load is one LoadData of (D / 16)(Bk / 16) fractals, at most 255 repeats.
-      if ((d / 16) * (bk / 16) > 255 || !fits(b.l1, buf.l1) || !fits(b.l0a, buf.l0a) || !fits(b.l0b, buf.l0b) ||
-          !fits(b.l0c, buf.l0c) || !fits(b.ub, buf.ub))
-        continue;
-      FaTiling t;
-      t.bq = u32(bq);
-      t.bk = u32(bk);
-      t.slot_bytes = ceil_to(2 * (bq * bk * 4 + bq * bk * es + bq * d * 4), 512);
-      const std::uint64_t units = static_cast<std::uint64_t>(s.B) * s.N * ceil_div(s.S, bq);
-      t.block_dim = u32(std::min<std::uint64_t>(units, chip.cube_cores()));
-      return t;
+      for (std::uint64_t ck = bk; ck >= 16; ck /= 2) {
+        if (!split && ck < bk) break;
+        // A Q K^T's L0B load is one LoadData of (D / 16)(ck / 16) fractals, at most 255 repeats.
+        if ((d / 16) * (ck / 16) > 255) continue;
+        for (std::uint32_t rc = split ? r8 : 8; rc >= 8; rc -= 8) {
+          FaTiling t;
+          t.bq = u32(bq);
+          t.bk = u32(bk);
+          t.ck = u32(ck);
+          t.rc = split ? rc : 0;
+          const FaBuffers b = fa_buffers(s, t, es, split);
+          if (!fits(b.l1, buf.l1) || !fits(b.l0a, buf.l0a) || !fits(b.l0b, buf.l0b) || !fits(b.l0c, buf.l0c))
+            break;  // no smaller rc helps
+          if (!fits(b.ub, buf.ub)) continue;
+          t.slot_bytes = ceil_to(2 * (bq * bk * 4 + bq * bk * es + bq * d * 4), 512);
+          const std::uint64_t units = static_cast<std::uint64_t>(s.B) * s.N * ceil_div(s.S, bq);
+          t.block_dim = u32(std::min<std::uint64_t>(units, chip.cube_cores()));
+          return t;
+        }
+      }
     }
   }
   throw InputError("flash_attention: no block of D=" + std::to_string(s.D) + " fits the buffers of chip " + chip.name);
@@ -341,6 +354,8 @@ OpDef flash_attention_op() {
     plan.flops = 4.0 * g.s.D * entries * g.s.B * g.s.N;
     plan.tiling = {{"block_q", g.t.bq},
                    {"block_k", g.t.bk},
+                   {"key_pass", g.t.ck},
+                   {"row_chunk", g.t.rc},
                    {"workspace_per_block", static_cast<double>(g.t.slot_bytes)},
                    {"units", static_cast<double>(query_blocks(g)) * g.s.B * g.s.N}};
     const DType t = in[0].dtype;

@@ -32,12 +32,25 @@ FaShape shape(std::uint32_t S, std::uint32_t D, bool mask = false) {
 }
 
 TEST(FaTiling, BlocksOfTheDocumentedSizeOn910b) {
+  // docs/ops.md: D = 64 and 128 take 128 x 256 blocks through L0 in 128-key passes, D = 256 64 x 128 in 64-key
+  // passes (L0A holds Q, L0B a pass of K); the AIVs stream the scores in row chunks of what the UB leaves.
   const FaTiling t64 = plan_fa(shape(4096, 64), 2, chip("910b"));
   EXPECT_EQ(t64.bq, 128u);
-  EXPECT_EQ(t64.bk, 128u);
+  EXPECT_EQ(t64.bk, 256u);
+  EXPECT_EQ(t64.ck, 128u);
+  EXPECT_EQ(t64.rc, 40u);
+  const FaTiling t128 = plan_fa(shape(4096, 128), 2, chip("910b"));
+  EXPECT_EQ(t128.bk, 256u);
+  EXPECT_EQ(t128.ck, 128u);
+  EXPECT_EQ(t128.rc, 24u);
   const FaTiling t256 = plan_fa(shape(4096, 256), 2, chip("910b"));
   EXPECT_EQ(t256.bq, 64u);
-  EXPECT_EQ(t256.bk, 64u);
+  EXPECT_EQ(t256.bk, 128u);
+  EXPECT_EQ(t256.ck, 64u);
+  // Coupled chips keep a block whole: one pass, no row chunks.
+  const FaTiling coupled = plan_fa(shape(4096, 64), 2, chip("910"));
+  EXPECT_EQ(coupled.ck, coupled.bk);
+  EXPECT_EQ(coupled.rc, 0u);
   // One block per cube core at most, and no more blocks than units (B N ceil(S / Bq)).
   EXPECT_EQ(t64.block_dim, chip("910b").cube_cores());
   EXPECT_EQ(plan_fa(shape(128, 64), 2, chip("910b")).block_dim, 8u);
@@ -51,13 +64,13 @@ TEST(FaTiling, ShortSequencesGetSmallBlocks) {
   EXPECT_LT(t.slot_bytes, plan_fa(shape(4096, 64), 2, chip("910b")).slot_bytes);
 }
 
-// Half the UB (and a mask's buffers on top) never gives larger blocks; L0 too small for any block is an error.
+// Half the UB (and a mask's buffers on top) gives a smaller piece of scores per vector pass (rc x bk); L0 too small
+// for any block is an error.
 TEST(FaTiling, SmallerBuffersGiveSmallerBlocksOrAnError) {
   const FaTiling full = plan_fa(shape(4096, 128), 2, chip("910b"));
   const FaTiling half =
       plan_fa(shape(4096, 128, true), 2, chip("910b", {"buffers.ub.size=96KiB", "buffers.ub.bank_groups=8"}));
-  EXPECT_LE(static_cast<std::uint64_t>(half.bq) * half.bk, static_cast<std::uint64_t>(full.bq) * full.bk);
-  EXPECT_LT(static_cast<std::uint64_t>(half.bq) * half.bk, static_cast<std::uint64_t>(full.bq) * full.bk);
+  EXPECT_LT(static_cast<std::uint64_t>(half.rc) * half.bk, static_cast<std::uint64_t>(full.rc) * full.bk);
   try {
     plan_fa(shape(4096, 256), 2, chip("910b", {"buffers.l0b.size=8KiB"}));
     FAIL() << "planned D=256 with an 8 KiB L0B";
@@ -84,7 +97,7 @@ void expect_kernels_allocate_their_plans(const char* chip_name, const std::vecto
     const FaShape s = resolve(call_as<FlashAttentionCall>(ops::parse_call(*op, cases[i].params), "flash_attention"));
     const FaTiling t = plan_fa(s, 2, c);
     ASSERT_GE(static_cast<std::uint64_t>(query_blocks(FaArgs{0, 0, 0, 0, 0, 0, s, t})) * s.B * s.N, cases.size());
-    plans.push_back(fa_buffers(s, t.bq, t.bk, 2, c.split()));
+    plans.push_back(fa_buffers(s, t, 2, c.split()));
     what.push_back("case " + std::to_string(i) + ": D=" + std::to_string(s.D) + " S=" + std::to_string(s.S) +
                    (s.mask ? " mask" : "") + (s.causal ? " causal" : "") + " blocks " + std::to_string(t.bq) + "x" +
                    std::to_string(t.bk));
