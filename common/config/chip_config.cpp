@@ -135,6 +135,8 @@ void reflect(Visitor& v, ChipConfig& c) {
     v.integer("cross_core_ids", c.flags.cross_core_ids, U::kCount, 11, "cross-core flag ids");
     v.integer("cross_core_max_pending", c.flags.cross_core_max_pending, U::kCount, 16,
               "pending sets a cross-core flag counter holds before saturating");
+    v.integer("cross_core_latency", c.flags.cross_core_latency, U::kCycles, 0,
+              "cycles from a cross-core set firing to the count arriving at the waiting cores");
   }
   {
     Group g(v, "buffers", "on-core buffers");
@@ -420,6 +422,7 @@ std::vector<Problem> check_consistency(const ChipConfig& c) {
   }
   if (c.flags.event_ids == 0) add("flags.event_ids", "must be positive");
   if (c.flags.cross_core_max_pending == 0) add("flags.cross_core_max_pending", "must be positive");
+  if (c.flags.cross_core_latency > 1000000) add("flags.cross_core_latency", "must be at most 1000000 cycles");
 
   if (c.simple_gm.bytes_per_cycle <= 0) add("simple_gm.bytes_per_cycle", "must be positive");
 

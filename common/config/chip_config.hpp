@@ -73,6 +73,7 @@ struct FlagParams {
   std::uint64_t event_ids = 0;
   std::uint64_t cross_core_ids = 0;
   std::uint64_t cross_core_max_pending = 0;
+  std::uint64_t cross_core_latency = 0;  // cycles from a cross-core set firing to its count arriving
 };
 
 struct BufferParams {

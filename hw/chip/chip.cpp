@@ -50,6 +50,7 @@ Chip::Chip(const config::ChipConfig& cfg, core::Mode mode, const TraceFactory& t
     for (const Slot& s : slots) members.push_back({s.kind, s.group});
     hub_ = std::make_unique<core::CrossCoreHub>(members, narrow<std::uint32_t>(cfg_.flags.cross_core_ids),
                                                 narrow<std::uint32_t>(cfg_.flags.cross_core_max_pending),
+                                                cfg_.flags.cross_core_latency,
                                                 [this](std::uint32_t c) { cores_.at(c)->notify_cross(); });
   }
   for (std::size_t i = 0; i < slots.size(); ++i) {

@@ -7,8 +7,12 @@
 namespace npusim::hw::core {
 
 CrossCoreHub::CrossCoreHub(std::vector<Member> members, std::uint32_t ids, std::uint32_t max_pending,
-                           std::function<void(std::uint32_t)> notify)
-    : members_(std::move(members)), ids_(ids), max_pending_(max_pending), notify_(std::move(notify)) {
+                           std::uint64_t latency, std::function<void(std::uint32_t)> notify)
+    : members_(std::move(members)),
+      ids_(ids),
+      max_pending_(max_pending),
+      latency_(latency),
+      notify_(std::move(notify)) {
   tokens_.assign(members_.size(), std::vector<std::deque<std::uint64_t>>(ids_));
 }
 
@@ -18,7 +22,7 @@ void CrossCoreHub::deliver(std::uint32_t core, std::uint32_t id, std::uint64_t c
     throw InputError("cross-core flag id " + std::to_string(id) + " of core " + std::to_string(core) +
                      " already holds " + std::to_string(max_pending_) + " pending sets (the hardware limit)");
   }
-  q.push_back(cycle);
+  q.push_back(cycle + latency_);
   if (notify_) notify_(core);
 }
 

@@ -25,7 +25,8 @@ class CrossCoreHub {
     CoreKind kind;
     std::uint32_t group;  // index of the 1 AIC : n AIV group
   };
-  CrossCoreHub(std::vector<Member> members, std::uint32_t ids, std::uint32_t max_pending,
+  // A count arrives `latency` cycles after its set fires (flags.cross_core_latency).
+  CrossCoreHub(std::vector<Member> members, std::uint32_t ids, std::uint32_t max_pending, std::uint64_t latency,
                std::function<void(std::uint32_t core)> notify);
 
   // A set from `core` at `cycle`. Throws InputError for an invalid mode for this core, an id out of range or a
@@ -42,6 +43,7 @@ class CrossCoreHub {
 
   std::vector<Member> members_;
   std::uint32_t ids_, max_pending_;
+  std::uint64_t latency_;
   std::function<void(std::uint32_t)> notify_;
   std::vector<std::vector<std::deque<std::uint64_t>>> tokens_;  // [core][id] arrival cycles
   // Pending sets of a gather, per participant: key (mode, scope, id).

@@ -104,6 +104,38 @@ TEST(KernelApi, CrossCoreMode2HandsOffBetweenCubeAndVectorCores) {
   EXPECT_LE(aic_end, aiv_end[1] + 10);
 }
 
+// flags.cross_core_latency: a count arrives that many cycles after its set fires. A ping-pong of R round trips
+// (AIC sets, both AIV wait and set back, the AIC waits) then takes 2 R latencies more than with no latency, which
+// is what the AIC's time is made of here besides a few cycles of issue per round (the core's start-up and kernel
+// init are set to 0).
+TEST(KernelApi, CrossCoreCountsArriveAfterTheConfiguredLatency) {
+  constexpr std::uint64_t latency = 700, rounds = 3;
+  const auto cfg = tiny({"scalar.cycles_per_instruction=1", "launch.core_startup=0ns", "launch.kernel_init=0ns",
+                         "flags.cross_core_latency=" + std::to_string(latency)});
+  fw::Platform chip(cfg, hw::core::Mode::kTimingOnly);
+  LaunchSpec spec{"ping_pong", KernelType::kMix, 1, [] {
+                    for (std::uint64_t r = 0; r < rounds; ++r) {
+                      if (IsAic()) {
+                        CrossCoreSetFlag<2, PIPE_FIX>(3);
+                        CrossCoreWaitFlag(4);
+                      } else {
+                        CrossCoreWaitFlag(3);
+                        CrossCoreSetFlag<2, PIPE_MTE3>(4);
+                      }
+                    }
+                  }};
+  const LaunchResult r = chip.run_kernel(spec);
+  std::uint64_t aic_start = 0, aic_end = 0;
+  for (const CoreRun& run : r.runs) {
+    if (run.core != "aic0") continue;
+    aic_start = run.start;
+    aic_end = run.end;
+  }
+  const std::uint64_t took = aic_end - aic_start;
+  EXPECT_GE(took, 2 * rounds * latency);
+  EXPECT_LE(took, 2 * rounds * latency + 10 * rounds) << "a round trip costs more than its two latencies";
+}
+
 TEST(KernelApi, CrossCoreWaitNobodySetsIsADeadlockBetweenCores) {
   const auto cfg = tiny();
   fw::Platform chip(cfg, hw::core::Mode::kTimingOnly);
