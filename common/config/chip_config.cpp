@@ -73,7 +73,9 @@ void reflect(Visitor& v, ChipConfig& c) {
     v.integer("block_bytes", c.vector.block_bytes, U::kBytes, 32, "bytes per block (stride unit)");
     v.integer("max_repeat", c.vector.max_repeat, U::kCount, 255, "largest repeat count of one instruction");
     v.integer("cycles_per_repeat", c.vector.cycles_per_repeat, U::kCycles, 2, "issue interval between repeats");
-    v.boolean("bank_conflicts", c.vector.bank_conflicts, false, "model UB bank-group conflicts (refinement)");
+    v.boolean("bank_conflicts", c.vector.bank_conflicts, true,
+              "UB bank conflicts: per cycle a bank group serves one block read and one block write, a bank one of "
+              "the two (docs/hw.md)");
     Group lat(v, "latency", "per-op pipeline latency in cycles (vendor cost model; unlisted ones assumed)");
     VectorLatencies& l = c.vector.latency;
     v.integer("add", l.add, U::kCycles, 6, "vadd");

@@ -68,23 +68,50 @@ std::uint64_t vector_op_latency(const config::VectorLatencies& l, isa::Op op) {
 
 std::uint64_t vector_bank_cycles_per_repeat(const config::ChipConfig& cfg, const isa::Instr& in) {
   if (!cfg.vector.bank_conflicts || cfg.buffers.ub.bank_groups == 0 || in.op == isa::Op::kTranspose) return 0;
-  const std::uint64_t groups = cfg.buffers.ub.bank_groups, block = cfg.vector.block_bytes;
-  std::vector<std::uint64_t> reads(groups, 0), writes(groups, 0);
+  const config::UbParams& ub = cfg.buffers.ub;
+  const std::uint64_t groups = ub.bank_groups, block = cfg.vector.block_bytes;
+  const std::uint64_t per_group = std::max<std::uint64_t>(1, ub.banks() / groups);
+  // The blocks of the first repeat, each counted once: a block several lanes or operands read (a broadcast with
+  // block stride 0, the same tensor as two operands) is one access of its bank.
+  std::vector<std::uint64_t> read_blocks, write_blocks;
   const std::uint32_t lanes = isa::vector_lanes(in);
-  auto touch = [&](const isa::VecOperand& o, isa::DType t, std::vector<std::uint64_t>& count) {
+  auto touch = [&](const isa::VecOperand& o, isa::DType t, std::vector<std::uint64_t>& out) {
     const std::uint64_t blocks = (static_cast<std::uint64_t>(lanes) * isa::dtype_bytes(t) + 31) / 32;
-    for (std::uint64_t b = 0; b < blocks; ++b) ++count[((o.addr + b * o.blk_stride) / block) % groups];
+    for (std::uint64_t b = 0; b < blocks; ++b) out.push_back((o.addr + b * o.blk_stride) / block);
   };
   const bool binary = in.op >= isa::Op::kAdd && in.op <= isa::Op::kFusedMulAdd;
-  if (in.op == isa::Op::kFusedMulAdd) touch(in.vec.dst, in.dtype, reads);  // dst is read too
+  if (in.op == isa::Op::kFusedMulAdd) touch(in.vec.dst, in.dtype, read_blocks);  // dst is read too
   const isa::DType src_t = in.op == isa::Op::kCast ? in.src_dtype : in.dtype;
-  if (in.op == isa::Op::kBrcb) ++reads[(in.vec.src0.addr / block) % groups];  // one block of 8 sources
-  else if (in.op != isa::Op::kDuplicate) touch(in.vec.src0, src_t, reads);
-  if (binary || in.op == isa::Op::kCompare || in.op == isa::Op::kSelect) touch(in.vec.src1, src_t, reads);
+  if (in.op == isa::Op::kBrcb)
+    read_blocks.push_back(in.vec.src0.addr / block);  // one block of 8 sources
+  else if (in.op != isa::Op::kDuplicate)
+    touch(in.vec.src0, src_t, read_blocks);
+  if (binary || in.op == isa::Op::kCompare || in.op == isa::Op::kSelect) touch(in.vec.src1, src_t, read_blocks);
   const bool reduce = in.op >= isa::Op::kReduceSum && in.op <= isa::Op::kBlockReduceMin;
-  if (!reduce && in.op != isa::Op::kCompare) touch(in.vec.dst, in.dtype, writes);
+  if (!reduce && in.op != isa::Op::kCompare) touch(in.vec.dst, in.dtype, write_blocks);
+  for (auto* v : {&read_blocks, &write_blocks}) {
+    std::sort(v->begin(), v->end());
+    v->erase(std::unique(v->begin(), v->end()), v->end());
+  }
+  // Block b sits in group b % groups; its bank within the group is the (groups x bank_bytes)-sized stripe it
+  // falls in, modulo the banks per group.
+  const std::uint64_t stripe_blocks = groups * ub.bank_bytes / block;
+  auto bank = [&](std::uint64_t b) {
+    return b % groups + groups * ((b / std::max<std::uint64_t>(1, stripe_blocks)) % per_group);
+  };
+  std::vector<std::uint64_t> reads(groups, 0), writes(groups, 0), bank_rw(groups * per_group, 0);
+  for (std::uint64_t b : read_blocks) {
+    ++reads[b % groups];
+    ++bank_rw[bank(b)];
+  }
+  for (std::uint64_t b : write_blocks) {
+    ++writes[b % groups];
+    ++bank_rw[bank(b)];
+  }
+  // A group serves one read and one write a cycle; a bank serves a read or a write.
   std::uint64_t worst = 0;
   for (std::uint64_t g = 0; g < groups; ++g) worst = std::max({worst, reads[g], writes[g]});
+  for (std::uint64_t n : bank_rw) worst = std::max(worst, n);
   return worst;
 }
 

@@ -36,11 +36,13 @@ inline std::uint64_t scalar_cycles(const config::ScalarParams& s, std::uint64_t 
 // The per-op latency key of a vector instruction: vector.latency.<op> (Cast: cast, reductions: reduce, ...).
 std::uint64_t vector_op_latency(const config::VectorLatencies& lat, isa::Op op);
 
-// UB bank-group refinement (vector.bank_conflicts): a bank group serves one 32 B block read and one block write
-// per cycle, and the block at UB address a sits in group (a / vector.block_bytes) % buffers.ub.bank_groups. A
-// repeat then needs at least max(most reads in one group, most writes in one group) cycles, evaluated on the
-// instruction's first repeat (strides repeat the pattern); the repeats take the larger of that times the repeats
-// and vector_datapath_cycles. Returns 0 when the refinement is off.
+// UB bank conflicts (vector.bank_conflicts, on by default): a bank group serves one 32 B block read and one block
+// write per cycle, and a bank one of the two. The block at UB address a sits in group (a / vector.block_bytes) %
+// buffers.ub.bank_groups, and in that group's bank (a / (bank_groups x bank_bytes)) % (banks / bank_groups). A
+// repeat then needs at least max(most block reads in one group, most block writes in one group, most reads plus
+// writes in one bank) cycles, each distinct block counted once (a block read by several lanes or operands, as a
+// broadcast with block stride 0, is one access), evaluated on the instruction's first repeat (strides repeat the
+// pattern); the repeats take the larger of that times the repeats and vector_datapath_cycles. Returns 0 when off.
 std::uint64_t vector_bank_cycles_per_repeat(const config::ChipConfig& cfg, const isa::Instr& in);
 
 // The copy path an instruction moves its data over (mte.<path> or fixpipe), or null for non-copies.

@@ -13,6 +13,10 @@
 
 namespace npusim::stack::ops {
 
+// Bytes a buffer is shifted by so that its blocks fall in other UB bank groups than a buffer of the same alignment
+// read by the same instruction: 8 blocks of 32 B, half of 910B's 16 bank groups (docs/hw.md, UB bank conflicts).
+constexpr std::uint64_t kBankSkew = 256;
+
 class BufferPlan {
  public:
   struct Buffer {

@@ -35,7 +35,9 @@ void check_op(const std::string& op, const std::string& extra, int max_last, boo
         const std::string last = x == std::string::npos ? shape : shape.substr(x + 1);
         shape = (x == std::string::npos ? "" : shape.substr(0, x + 1)) + std::to_string(2 * std::stoi(last));
       }
-      const std::string args = op + " --check --config " + config + " -p shape=" + shape + " --dtype " + dtypes[i] + extra;
+      std::string args = op;
+      args.append(" --check --config ").append(config).append(" -p shape=").append(shape);
+      args.append(" --dtype ").append(dtypes[i]).append(extra);
       const auto j = op_json(args);
       EXPECT_TRUE(j["check"]["passed"].get<bool>()) << args << " " << j["check"];
     }
@@ -153,6 +155,19 @@ TEST(OpVector, LayerNormOnALargeTensorIsBoundByTheMemory) {
   const auto j = op_json("layernorm -p shape=32768x4096");
   EXPECT_GT(j["memory"]["hbm_utilization"].get<double>(), 0.6) << j["memory"];
   EXPECT_LT(j["kernel"]["pipes"]["vector"].get<double>(), 0.85) << j["kernel"]["pipes"];
+}
+
+// UB bank conflicts are on by default (docs/hw.md); the row kernels lay their buffers out so that none of their
+// instructions reads or writes a bank group or bank more than the datapath's pace allows: the same cycles with the
+// conflicts modelled as without, on 910b and 910.
+TEST(OpVector, RowKernelsAreLaidOutFreeOfUbBankConflicts) {
+  for (const char* op : {"softmax", "log_softmax", "layernorm", "rmsnorm", "add_layernorm", "swiglu"}) {
+    for (const char* config : {"910b", "910"}) {
+      const std::string args = std::string(op) + " -p shape=64x4096 --config " + config;
+      const auto on = op_json(args), off = op_json(args + " --set vector.bank_conflicts=false");
+      EXPECT_EQ(on["kernel"]["cycles"], off["kernel"]["cycles"]) << args;
+    }
+  }
 }
 
 TEST(OpVector, BadCallsAreClearErrors) {

@@ -81,7 +81,9 @@ CoreIdentity aic() { return CoreIdentity{0, CoreKind::kCube, "aic0", 0}; }
 TEST(CoreEngineTiming, VectorInstructionCostsLatencyPlusRepeats) {
   for (const char* name : {"910b", "tiny"}) {
     for (std::uint32_t cpr : {2u, 3u}) {
-      const auto cfg = load(name, {"vector.cycles_per_repeat=" + std::to_string(cpr), "vector.latency.add=9"});
+      // The datapath alone: vadd's operands share banks (bank conflicts are tested below).
+      const auto cfg = load(name, {"vector.cycles_per_repeat=" + std::to_string(cpr), "vector.latency.add=9",
+                                   "vector.bank_conflicts=false"});
       for (std::uint32_t repeat : {1u, 7u, 64u}) {
         StandaloneHost host(cfg);
         CoreEngine e(cfg, aiv(), Mode::kTimingOnly, host);
@@ -138,7 +140,7 @@ TEST(CoreEngineTiming, LocalCopyCostsSetupPlusBytesOverRate) {
 }
 
 TEST(CoreEngineTiming, FlagChainCostsTheSumAndIndependentPipesOverlap) {
-  const auto cfg = load("910b");
+  const auto cfg = load("910b", {"vector.bank_conflicts=false"});  // the datapath formula alone
   const std::uint32_t bytes = 16384;
   const std::uint64_t setup = cfg.mte.gm_to_ub.setup_cycles;
   const auto gm_cycles = static_cast<std::uint64_t>(std::ceil(bytes / cfg.simple_gm.bytes_per_cycle));
@@ -171,7 +173,7 @@ TEST(CoreEngineTiming, FlagChainCostsTheSumAndIndependentPipesOverlap) {
 }
 
 TEST(CoreEngineTiming, FullQueueStallsTheScalarUnit) {
-  const auto cfg = load("910b", {"queues.v=2"});
+  const auto cfg = load("910b", {"queues.v=2", "vector.bank_conflicts=false"});  // the datapath formula alone
   StandaloneHost host(cfg);
   CoreEngine e(cfg, aiv(), Mode::kTimingOnly, host);
   const std::uint64_t c = cfg.vector.latency.add + cfg.vector.cycles_per_repeat * 100 - 1;
@@ -182,8 +184,11 @@ TEST(CoreEngineTiming, FullQueueStallsTheScalarUnit) {
   EXPECT_EQ(e.end_cycle(), 1 + 5 * c);
 }
 
-TEST(CoreEngineTiming, BankConflictRefinementChargesTheBusiestGroup) {
-  const auto cfg = load("910b", {"vector.bank_conflicts=true"});
+// HARDWARE.md's UB banking (910B: 48 banks of 4 KiB in 16 groups of 3): per cycle a group serves one block read and
+// one block write, a bank one of the two; a repeat costs its busiest group or bank, distinct blocks counted once.
+TEST(CoreEngineTiming, BankConflictsChargeTheBusiestGroup) {
+  const auto cfg = load("910b");
+  ASSERT_TRUE(cfg.vector.bank_conflicts);  // on by default
   StandaloneHost host(cfg);
   CoreEngine e(cfg, aiv(), Mode::kTimingOnly, host);
   Instr in = vadd(4, 0, 0x8000, 0x10000);
@@ -192,9 +197,33 @@ TEST(CoreEngineTiming, BankConflictRefinementChargesTheBusiestGroup) {
   in.vec.dst.addr = 0x20000;
   EXPECT_EQ(vector_bank_cycles_per_repeat(cfg, in), 9u);  // ... plus src1's block in group 0
   e.issue(in);
-  e.issue(vadd(4));  // contiguous: no conflict beyond cycles_per_repeat
+  e.issue(vadd(4, 0x0, 0x10000, 0x20000));  // a 64 KiB stripe (bank) each: no conflict beyond cycles_per_repeat
   e.finish();
   EXPECT_EQ(e.end_cycle(), 1 + (cfg.vector.latency.add + 9 * 4 - 1) + (cfg.vector.latency.add + 2 * 4 - 1));
+}
+
+// A broadcast operand (block stride 0: one block for all eight) is one read, not eight.
+TEST(CoreEngineTiming, ABroadcastBlockIsReadOnce) {
+  const auto cfg = load("910b");
+  Instr in =
+      vadd(4, 0x0, 0x100, 0x10000);  // src0 groups 8..15, src1 one block in group 0 (its second bank), dst groups 0..7
+  in.vec.src1.blk_stride = 0;
+  in.vec.src1.rep_stride = 0;
+  EXPECT_EQ(vector_bank_cycles_per_repeat(cfg, in), 1u);
+}
+
+// A read and a write of one bank take two cycles: src0 (block 0) and src1 (block 16) are both in group 0, bank 0,
+// so writing dst's block 0 there too makes three accesses of bank 0 (3 cycles a repeat); dst one 64 KiB stripe
+// further is in group 0's second bank, and the group's two reads set the pace (2).
+TEST(CoreEngineTiming, AReadAndAWriteOfOneBankConflict) {
+  const auto cfg = load("910b");
+  Instr in = vadd(4, 0x0, 0x0, 0x200);
+  in.vec.src0.blk_stride = in.vec.src1.blk_stride = in.vec.dst.blk_stride = 32;
+  EXPECT_EQ(vector_bank_cycles_per_repeat(cfg, in), 3u);
+  in.vec.dst.addr = 0x10000;
+  EXPECT_EQ(vector_bank_cycles_per_repeat(cfg, in), 2u);
+  const auto off = load("910b", {"vector.bank_conflicts=false"});
+  EXPECT_EQ(vector_bank_cycles_per_repeat(off, in), 0u);
 }
 
 TEST(CoreEngineModes, FunctionalAndTimingOnlyGiveTheSameCycles) {
@@ -285,7 +314,7 @@ TEST(CoreEngineErrors, FlagMisuseBadAccessesAndIllegalBarriers) {
 }
 
 TEST(CoreEngineErrors, BarrierAllDrainsEveryPipe) {
-  const auto cfg = load("tiny");
+  const auto cfg = load("tiny", {"vector.bank_conflicts=false"});  // the datapath formula alone
   StandaloneHost host(cfg);
   CoreEngine e(cfg, aiv(), Mode::kTimingOnly, host);
   e.issue(vadd(10));

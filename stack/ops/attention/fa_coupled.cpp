@@ -93,7 +93,7 @@ class Coupled {
     alpha_ = alpha_v_.Get<float>();
     mx_ = mx_v_.Get<float>();
     o_ = o_ub_.Get<float>();
-    bcast_ = bc_.Get<float>();
+    bcast_ = bc_.Get<float>()[kBankSkew / 4];  // the plan's skew (fa_buffers)
     scratch_ = part_.Get<float>();
   }
 

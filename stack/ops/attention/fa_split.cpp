@@ -35,8 +35,8 @@ struct SoftmaxState {
     }
     init_buffer(pipe, fmx, ub, "mx");
     init_buffer(pipe, frs, ub, "rs");
-    init_buffer(pipe, fbc, ub, "bc");
     init_buffer(pipe, fscale, ub, "scale");
+    init_buffer(pipe, fbc, ub, "bc");
     Duplicate(fscale.Get<float>(), g.s.scale, 8);
     if (g.s.mask) {
       init_buffer(pipe, qmask, ub, "mask");

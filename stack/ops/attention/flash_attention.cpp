@@ -194,8 +194,10 @@ FaBuffers fa_buffers(const FaShape& s, const FaTiling& t, std::uint64_t es, bool
     }
     b.ub.add("mx", rc * 4 * ceil_div(bk, 64));
     b.ub.add("rs", rc * 4 * ceil_div(bk, 64));
-    b.ub.add("bc", ceil_to(r, 8) * 32);
+    // The scale block before the broadcast rows: a FusedMulAdd reads both with the score row, and placed after
+    // the 64-row broadcast area the scale fell in the bank group of its first row (a bank conflict).
     b.ub.add("scale", 32);  // one block of the softmax scale, the factor of a FusedMulAdd
+    b.ub.add("bc", ceil_to(r, 8) * 32);
     if (s.mask) {
       b.ub.add("mask", rc * bk * es);
       b.ub.add("mask_f", rc * 64 * 4);
@@ -207,7 +209,7 @@ FaBuffers fa_buffers(const FaShape& s, const FaTiling& t, std::uint64_t es, bool
     b.ub.add("pv", bq * d * 4);
     b.ub.add("o", bq * d * 4);
     b.ub.add("part", bq * 16 * 4);
-    b.ub.add("bc", bq * 16 * 4);
+    b.ub.add("bc", bq * 16 * 4 + kBankSkew);  // skewed: a row op reads it with a column block of S, PV or O
     b.ub.add("p", bq * bk * es);
     b.ub.add("o_nz", bq * d * es);
     b.ub.add("o_t", bq * d * es);

@@ -20,7 +20,7 @@ void RowKernel<T>::norm_setup() {
   copy_in(gamma_, a_.p1, len_);
   if (a_.kind == RowKind::kLayerNorm) {
     init_buffer(pipe_, fp2_, layout_.buffers, "beta");
-    beta_ = fp2_.template Get<T>();
+    beta_ = fp2_.template Get<T>()[kBankSkew / sizeof(T)];  // the plan's skew (row_tiling.cpp)
     copy_in(beta_, a_.p2, len_);
   }
   const std::uint32_t loaded = pipe_.AllocEventID(PIPE_MTE2, PIPE_V);

@@ -25,6 +25,7 @@ RowKernel<T>::RowKernel(const RowArgs& a, std::uint64_t first)
   tsi_ = l.tsi;
   piece_ = l.piece;
   in_piece_ = l.in_piece;
+  res_at_ = in_piece_ + kBankSkew / kEs;  // the residual's place in the input buffer (row_tiling.cpp)
   out_t_ = l.out_bytes;
   stat_bytes_ = l.stat_bytes;
   k16_ = l.k16;
@@ -93,14 +94,14 @@ void RowKernel<T>::tile(std::uint64_t row0, std::uint64_t nr) {
   LocalTensor<T> in = qin_.template AllocTensor<T>();
   copy_rows_in(in, a.x + row0 * a.h * kEs, nr, len_, a.h, tsi_);
   if (halves_) copy_rows_in(in[piece_], a.x + (row0 * a.h + len_) * kEs, nr, len_, a.h);
-  if (a.add) copy_rows_in(in[in_piece_], a.res + row0 * a.h * kEs, nr, len_, a.h, tsi_);
+  if (a.add) copy_rows_in(in[res_at_], a.res + row0 * a.h * kEs, nr, len_, a.h, tsi_);
   if (rope_) rope_tables_in(pos, npos);
   qin_.EnQue(in);
   in = qin_.template DeQue<T>();
   LocalTensor<T> sum;
   if (a.add) {  // x + residual, rounded to T as an unfused Add would leave it; the norm reads the sum
     sum = qsum_.template AllocTensor<T>();
-    Add(sum, in, in[in_piece_], nr * tsi_);
+    Add(sum, in, in[res_at_], nr * tsi_);
     qin_.FreeTensor(in);
     in = sum;
   }

@@ -96,7 +96,7 @@ class RowKernel {
   RowLayout layout_;  // the tile's geometry and buffers, as the tiling planned them
   static constexpr std::uint64_t kEs = sizeof(T);
   std::uint64_t tr_ = 0, len_ = 0, fs_ = 0, ts_ = 0, tsi_ = 0;  // rows per tile; row length; fp32, T, T-in strides
-  std::uint64_t piece_ = 0, in_piece_ = 0, out_t_ = 0, stat_bytes_ = 0, k16_ = 0, p16_ = 0;
+  std::uint64_t piece_ = 0, in_piece_ = 0, res_at_ = 0, out_t_ = 0, stat_bytes_ = 0, k16_ = 0, p16_ = 0;
   bool rope_ = false, halves_ = false, stats16_ = false;
   float inv_h_ = 0;
   TPipe pipe_;

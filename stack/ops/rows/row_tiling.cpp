@@ -39,7 +39,8 @@ RowLayout row_layout(RowKind kind, std::uint64_t h, std::uint64_t es, bool add, 
   const std::uint64_t f32_rows = tr * l.fs * 4;
   // Queues hold several pieces per buffer (both halves; cos and sin) so that chips with four event ids per pipe
   // pair run them too: in, out and the tables take at most three.
-  b.add("in", (halves || add ? 2 : 1) * l.in_piece * es, 2);
+  // With a residual, it follows x skewed by kBankSkew: the Add reads the two in the same cycles.
+  b.add("in", (halves || add ? 2 : 1) * l.in_piece * es + (add ? kBankSkew : 0), 2);
   b.add("out", l.out_bytes + (stats ? 2 * l.stat_bytes : 0), 2);  // the rows, then their mean and rstd in fp32
   if (add) b.add("sum", l.in_piece * es);
   b.add("x", f32_rows);
@@ -60,7 +61,9 @@ RowLayout row_layout(RowKind kind, std::uint64_t h, std::uint64_t es, bool add, 
   b.add("v", 3 * l.vec * 4);    // three per-row scalars
   b.add("bc", 2 * l.vec * 32);  // two of them broadcast to a 32 B block per row
   if (is_norm(kind)) b.add("gamma", l.ts * es);
-  if (kind == RowKind::kLayerNorm) b.add("beta", l.ts * es);
+  // beta starts half the UB's bank groups after gamma (kBankSkew), so the FusedMulAdd reading a row, gamma and
+  // beta does not read three blocks of one bank group a cycle.
+  if (kind == RowKind::kLayerNorm) b.add("beta", l.ts * es + kBankSkew);
   if (kind == RowKind::kRopeInterleaved) {
     b.add("off", f32_rows);  // the pair-swapping gather offsets
     b.add("sign", l.fs * 4);
