@@ -228,9 +228,12 @@ void reflect(Visitor& v, ChipConfig& c) {
            "per-core read port into the interconnect");
     v.real("core_write_bytes_per_cycle", c.noc.core_write_bytes_per_cycle, U::kBytesPerCycle, 86,
            "per-core write port into the interconnect");
-    v.integer("core_outstanding", c.noc.core_outstanding, U::kCount, 16,
-              "requests (chunks) a core may have in flight per direction; a new one waits for the oldest (assumed; "
-              "calibrated to 64 for 910b: docs/calibration.md)");
+    v.integer("core_outstanding", c.noc.core_outstanding, U::kCount, 96,
+              "requests of request_bytes a core may have in flight per direction; a copy waits for as many of the "
+              "oldest as it takes (calibrated for 910b, assumed elsewhere: docs/calibration.md)");
+    v.integer("request_bytes", c.noc.request_bytes, U::kBytes, 512,
+              "bytes per request a core sends into the interconnect: a copy of B bytes takes ceil(B / request_bytes) "
+              "of the core_outstanding slots (the 910B L2 line)");
     v.real("l2_to_hbm_bytes_per_cycle", c.noc.l2_to_hbm_bytes_per_cycle, U::kBytesPerCycle, 64,
            "link from the L2 to one pseudo-channel controller (assumed)");
   }
@@ -470,6 +473,7 @@ std::vector<Problem> check_consistency(const ChipConfig& c) {
   if (c.noc.core_write_bytes_per_cycle <= 0) add("noc.core_write_bytes_per_cycle", "must be positive");
   if (c.noc.l2_to_hbm_bytes_per_cycle <= 0) add("noc.l2_to_hbm_bytes_per_cycle", "must be positive");
   if (c.noc.core_outstanding == 0) add("noc.core_outstanding", "must be positive");
+  if (c.noc.request_bytes == 0) add("noc.request_bytes", "must be positive");
   if (c.sdma.engines == 0) add("sdma.engines", "must be positive");
   if (c.driver.poll_interval <= 0) add("driver.poll_interval", "must be positive");
   if (c.sdma.bandwidth <= 0) add("sdma.bandwidth", "must be positive");

@@ -151,6 +151,7 @@ struct NocParams {
   double core_write_bytes_per_cycle = 0;
   double l2_to_hbm_bytes_per_cycle = 0;  // per pseudo-channel link
   std::uint64_t core_outstanding = 0;    // requests in flight per core and direction
+  std::uint64_t request_bytes = 0;       // bytes per request: a copy of B bytes is ceil(B / request_bytes) of them
 };
 
 struct SdmaParams {

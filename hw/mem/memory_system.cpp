@@ -136,13 +136,19 @@ GmAccess MemorySystem::access(const GmRequest& r) {
   double& port = (r.write ? write_port_ : read_port_).at(r.core);
   std::vector<double>& inflight = (r.write ? write_inflight_ : read_inflight_)[r.core];
   std::size_t& next = (r.write ? write_next_ : read_next_)[r.core];
-  const double begin = std::max({static_cast<double>(r.start), port, inflight[next]});
+  // The request takes one slot per noc.request_bytes (at most the whole window): it starts when the oldest of
+  // them is free, so the bytes in flight do not depend on how the kernel chunked its copy.
+  const std::size_t slots = std::min<std::size_t>(
+      inflight.size(), std::max<std::uint64_t>(1, (r.bytes + cfg_.noc.request_bytes - 1) / cfg_.noc.request_bytes));
+  double oldest = 0;
+  for (std::size_t k = 0; k < slots; ++k) oldest = std::max(oldest, inflight[(next + k) % inflight.size()]);
+  const double begin = std::max({static_cast<double>(r.start), port, oldest});
   port = begin + static_cast<double>(r.bytes) / rate;
   (r.write ? totals_.write_bytes : totals_.read_bytes) += r.bytes;
   double done = through_l2(r.core, r.addr, r.bytes, r.write, begin, rate, true);
   done += static_cast<double>(cfg_.noc.latency);  // data (or the write acknowledgement) back to the core
-  inflight[next] = done;
-  next = (next + 1) % inflight.size();
+  for (std::size_t k = 0; k < slots; ++k) inflight[(next + k) % inflight.size()] = done;
+  next = (next + slots) % inflight.size();
   if (!r.write) {
     ++totals_.reads;
     totals_.read_latency_cycles += done - static_cast<double>(r.start);

@@ -4,7 +4,8 @@
 // order because the cores synchronise before they call. Times are core cycles (clock.core) except inside Hbm (ns).
 //
 // A read of B bytes from core c at cycle t (keys in parentheses):
-//   port      begin = max(t, port free, done of the request noc.core_outstanding requests earlier); the port
+//   port      the copy is k = min(noc.core_outstanding, ceil(B / noc.request_bytes)) requests; begin = max(t, port
+//             free, done of the oldest k of the last noc.core_outstanding requests); the port
 //             streams the bytes at noc.core_read_bytes_per_cycle (write: noc.core_write_bytes_per_cycle);
 //             accepted = begin + B / rate. The outstanding limit is the back-pressure of a loaded memory system.
 //   to L2     each line's bytes reach their slice noc.latency cycles after they left the port (topology: crossbar)
@@ -88,7 +89,7 @@ class MemorySystem final : public GmPort {
   L2Cache l2_;
   std::unique_ptr<Topology> topo_;
   std::vector<double> read_port_, write_port_, slice_free_;
-  // Per core and direction: done times of the last noc.core_outstanding requests (a ring).
+  // Per core and direction: done times of the last noc.core_outstanding requests of noc.request_bytes (a ring).
   std::vector<std::vector<double>> read_inflight_, write_inflight_;
   std::vector<std::size_t> read_next_, write_next_;
   MemoryTotals totals_;

@@ -4,6 +4,7 @@
 // chips; the seed shape of issue 6 within 1e-3; Cube and Vector working at the same time; blocks that follow the UB.
 #include <gtest/gtest.h>
 
+#include <cmath>
 #include <fstream>
 #include <random>
 
@@ -129,8 +130,9 @@ TEST(OpAttention, LayoutsKeepUbBankConflictsUnderOnePercent) {
     const std::string call = std::string("flash_attention ") + args;
     const double on = op_json(call)["kernel"]["cycles"].get<double>();
     const double off = op_json(call + " --set vector.bank_conflicts=false")["kernel"]["cycles"].get<double>();
-    EXPECT_GE(on, off) << call;
-    EXPECT_LT(on, off * 1.01) << call;
+    // Within 1 % either way: a few cycles' shift of one core moves the others' memory contention, so the run with
+    // conflicts can end a cycle or two earlier.
+    EXPECT_LT(std::abs(on / off - 1), 0.01) << call << ": " << on << " vs " << off;
   }
 }
 
