@@ -215,8 +215,11 @@ extern "C" __global__ __aicore__ void fa_update(GM_ADDR pv, GM_ADDR tiling) {
   AscendC::GlobalTensor<float> pvGm;
   pvGm.SetGlobalBuffer((__gm__ float*)pv, kHalf * kHead);
   AscendC::TPipe pipe;
-  AscendC::TBuf<AscendC::TPosition::VECCALC> pvb, ob, alpha, bc;
+  AscendC::TBuf<AscendC::TPosition::VECCALC> pvb, skew, ob, alpha, bc;
   pipe.InitBuffer(pvb, kHalf * kHead * sizeof(float));
+  // 256 B between PV and O shifts O's blocks into the other half of the UB's 16 bank groups: the Add reads both
+  // and writes O, which would otherwise be three accesses of one bank a cycle (a bank conflict).
+  pipe.InitBuffer(skew, 256);
   pipe.InitBuffer(ob, kHalf * kHead * sizeof(float));
   pipe.InitBuffer(alpha, kHalf * sizeof(float));
   pipe.InitBuffer(bc, kHalf * 8 * sizeof(float));
