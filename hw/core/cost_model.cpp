@@ -1,6 +1,7 @@
 #include "hw/core/cost_model.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <vector>
 
@@ -66,53 +67,80 @@ std::uint64_t vector_op_latency(const config::VectorLatencies& l, isa::Op op) {
   }
 }
 
+namespace {
+
+// The distinct blocks one repeat touches: up to 8 per operand (a repeat is at most 256 B of its widest type), three
+// operands read and one written. Fixed storage: this runs for every vector instruction.
+struct BlockSet {
+  std::array<std::uint64_t, 24> at{};
+  std::size_t n = 0;
+  void add(std::uint64_t block) {
+    for (std::size_t i = 0; i < n; ++i)
+      if (at[i] == block) return;  // a block several lanes or operands read is one access
+    if (n < at.size()) at[n++] = block;
+  }
+};
+
+// The most entries of keys[0, n) that share one value: counted in a small table when the keys are small (bank
+// groups and banks of any real UB), pairwise otherwise.
+std::uint64_t most_alike(const std::uint64_t* keys, std::size_t n) {
+  std::uint64_t most = 0;
+  std::array<std::uint8_t, 256> count;  // only the entries of the keys are set and read
+  if (std::all_of(keys, keys + n, [](std::uint64_t k) { return k < 256; })) {
+    for (std::size_t i = 0; i < n; ++i) count[keys[i]] = 0;
+    for (std::size_t i = 0; i < n; ++i) most = std::max<std::uint64_t>(most, ++count[keys[i]]);
+    return most;
+  }
+  for (std::size_t i = 0; i < n; ++i) {
+    std::uint64_t same = 0;
+    for (std::size_t j = 0; j < n; ++j) same += keys[j] == keys[i] ? 1 : 0;
+    most = std::max(most, same);
+  }
+  return most;
+}
+
+}  // namespace
+
 std::uint64_t vector_bank_cycles_per_repeat(const config::ChipConfig& cfg, const isa::Instr& in) {
   if (!cfg.vector.bank_conflicts || cfg.buffers.ub.bank_groups == 0 || in.op == isa::Op::kTranspose) return 0;
   const config::UbParams& ub = cfg.buffers.ub;
   const std::uint64_t groups = ub.bank_groups, block = cfg.vector.block_bytes;
-  const std::uint64_t per_group = std::max<std::uint64_t>(1, ub.banks() / groups);
-  // The blocks of the first repeat, each counted once: a block several lanes or operands read (a broadcast with
-  // block stride 0, the same tensor as two operands) is one access of its bank.
-  std::vector<std::uint64_t> read_blocks, write_blocks;
+  // The blocks of the first repeat, each counted once.
+  BlockSet reads, writes;
   const std::uint32_t lanes = isa::vector_lanes(in);
-  auto touch = [&](const isa::VecOperand& o, isa::DType t, std::vector<std::uint64_t>& out) {
-    const std::uint64_t blocks = (static_cast<std::uint64_t>(lanes) * isa::dtype_bytes(t) + 31) / 32;
-    for (std::uint64_t b = 0; b < blocks; ++b) out.push_back((o.addr + b * o.blk_stride) / block);
+  auto touch = [&](const isa::VecOperand& o, isa::DType t, BlockSet& out) {
+    const std::uint64_t blocks = ceil_div(static_cast<std::uint64_t>(lanes) * isa::dtype_bytes(t), block);
+    for (std::uint64_t b = 0; b < blocks; ++b) out.add((o.addr + b * o.blk_stride) / block);
   };
   const bool binary = in.op >= isa::Op::kAdd && in.op <= isa::Op::kFusedMulAdd;
-  if (in.op == isa::Op::kFusedMulAdd) touch(in.vec.dst, in.dtype, read_blocks);  // dst is read too
+  if (in.op == isa::Op::kFusedMulAdd) touch(in.vec.dst, in.dtype, reads);  // dst is read too
   const isa::DType src_t = in.op == isa::Op::kCast ? in.src_dtype : in.dtype;
   if (in.op == isa::Op::kBrcb)
-    read_blocks.push_back(in.vec.src0.addr / block);  // one block of 8 sources
+    reads.add(in.vec.src0.addr / block);  // one block of 8 sources
   else if (in.op != isa::Op::kDuplicate)
-    touch(in.vec.src0, src_t, read_blocks);
-  if (binary || in.op == isa::Op::kCompare || in.op == isa::Op::kSelect) touch(in.vec.src1, src_t, read_blocks);
+    touch(in.vec.src0, src_t, reads);
+  if (binary || in.op == isa::Op::kCompare || in.op == isa::Op::kSelect) touch(in.vec.src1, src_t, reads);
   const bool reduce = in.op >= isa::Op::kReduceSum && in.op <= isa::Op::kBlockReduceMin;
-  if (!reduce && in.op != isa::Op::kCompare) touch(in.vec.dst, in.dtype, write_blocks);
-  for (auto* v : {&read_blocks, &write_blocks}) {
-    std::sort(v->begin(), v->end());
-    v->erase(std::unique(v->begin(), v->end()), v->end());
+  if (!reduce && in.op != isa::Op::kCompare) touch(in.vec.dst, in.dtype, writes);
+  // Block b sits in group b % groups, and in that group's bank of the (groups x bank_bytes)-sized stripe it falls
+  // in (the UB holds banks / groups stripes, so the stripe is the bank's index in its group). A group serves one
+  // read and one write a cycle, a bank a read or a write.
+  const std::uint64_t stripe_blocks = std::max<std::uint64_t>(1, groups * ub.bank_bytes / block);
+  const bool pow2 = (groups & (groups - 1)) == 0;  // the usual case: a mask instead of a division per block
+  auto group_of = [&](std::uint64_t b) { return pow2 ? b & (groups - 1) : b % groups; };
+  std::array<std::uint64_t, 24> read_groups{}, write_groups{};
+  std::array<std::uint64_t, 32> banks{};
+  std::size_t nb = 0;
+  for (std::size_t i = 0; i < reads.n; ++i) {
+    read_groups[i] = group_of(reads.at[i]);
+    banks[nb++] = read_groups[i] + groups * (reads.at[i] / stripe_blocks);
   }
-  // Block b sits in group b % groups; its bank within the group is the (groups x bank_bytes)-sized stripe it
-  // falls in, modulo the banks per group.
-  const std::uint64_t stripe_blocks = groups * ub.bank_bytes / block;
-  auto bank = [&](std::uint64_t b) {
-    return b % groups + groups * ((b / std::max<std::uint64_t>(1, stripe_blocks)) % per_group);
-  };
-  std::vector<std::uint64_t> reads(groups, 0), writes(groups, 0), bank_rw(groups * per_group, 0);
-  for (std::uint64_t b : read_blocks) {
-    ++reads[b % groups];
-    ++bank_rw[bank(b)];
+  for (std::size_t i = 0; i < writes.n; ++i) {
+    write_groups[i] = group_of(writes.at[i]);
+    banks[nb++] = write_groups[i] + groups * (writes.at[i] / stripe_blocks);
   }
-  for (std::uint64_t b : write_blocks) {
-    ++writes[b % groups];
-    ++bank_rw[bank(b)];
-  }
-  // A group serves one read and one write a cycle; a bank serves a read or a write.
-  std::uint64_t worst = 0;
-  for (std::uint64_t g = 0; g < groups; ++g) worst = std::max({worst, reads[g], writes[g]});
-  for (std::uint64_t n : bank_rw) worst = std::max(worst, n);
-  return worst;
+  return std::max({most_alike(read_groups.data(), reads.n), most_alike(write_groups.data(), writes.n),
+                   most_alike(banks.data(), nb)});
 }
 
 const config::PathParams* copy_path(const config::ChipConfig& cfg, const isa::Instr& in) {
