@@ -31,6 +31,9 @@ void AiCore::register_stats(traces::StatsRegistry& reg) {
     const bool moves_data =
         pipe == isa::Pipe::kMte1 || pipe == isa::Pipe::kMte2 || pipe == isa::Pipe::kMte3 || pipe == isa::Pipe::kFix;
     if (moves_data) c.bytes = &reg.counter(name + ".bytes", "bytes", "bytes the pipe's instructions moved");
+    if (pipe == isa::Pipe::kV)
+      c.bank_conflict_cycles = &reg.counter(name + ".bank_conflict_cycles", "cycles",
+                                            "cycles UB bank conflicts added to the pipe's instructions (docs/hw.md)");
   }
 }
 
@@ -44,6 +47,7 @@ void AiCore::count_block(const CoreEngine& e) {
     c.instructions->add(s.instructions);
     c.busy_cycles->add(s.busy);
     if (c.bytes) c.bytes->add(s.bytes);
+    if (c.bank_conflict_cycles) c.bank_conflict_cycles->add(s.bank_conflict_cycles);
   }
 }
 

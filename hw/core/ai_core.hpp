@@ -82,7 +82,8 @@ class AiCore : public sc_core::sc_module, private CoreHost {
   struct PipeCounters {
     traces::Counter* instructions = nullptr;
     traces::Counter* busy_cycles = nullptr;
-    traces::Counter* bytes = nullptr;  // null on pipes that move no data
+    traces::Counter* bytes = nullptr;                 // null on pipes that move no data
+    traces::Counter* bank_conflict_cycles = nullptr;  // the Vector pipe's only
   };
   traces::Counter* blocks_ = nullptr;
   std::array<PipeCounters, isa::kPipeCount> pipe_counters_{};

@@ -471,6 +471,7 @@ void CoreEngine::execute(int p, Entry e, std::uint64_t start) {
       end = start + c.cycles;
       done = end;
       ps.stats.bytes += isa::payload_bytes(in);
+      ps.stats.bank_conflict_cycles += c.bank_cycles;
       if (mode_ == Mode::kFunctional) run_semantics(in, pipe);
       break;
     }

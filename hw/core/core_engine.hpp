@@ -80,6 +80,7 @@ struct PipeStats {
   std::uint64_t instructions = 0;
   std::uint64_t busy = 0;  // cycles with an instruction in execution (the intervals' total length)
   std::uint64_t bytes = 0;
+  std::uint64_t bank_conflict_cycles = 0;  // vector: cycles UB bank conflicts added to its instructions
   std::vector<std::pair<std::uint64_t, std::uint64_t>> intervals;  // merged busy intervals [start, end)
 };
 

@@ -192,9 +192,10 @@ InstrCost instr_cost(const config::ChipConfig& cfg, const isa::Instr& in) {
   if (isa::is_vector_op(in.op)) {
     if (in.vec.repeat == 0) return c;
     // latency + the repeats' datapath time - 1 (vector_cycles), or the busiest bank group's when that is longer.
-    const std::uint64_t repeats = std::max(vector_datapath_cycles(cfg.vector, in.vec.repeat),
-                                           vector_bank_cycles_per_repeat(cfg, in) * in.vec.repeat);
+    const std::uint64_t datapath = vector_datapath_cycles(cfg.vector, in.vec.repeat);
+    const std::uint64_t repeats = std::max(datapath, vector_bank_cycles_per_repeat(cfg, in) * in.vec.repeat);
     c.cycles = vector_op_latency(cfg.vector.latency, in.op) + repeats - 1;
+    c.bank_cycles = repeats - datapath;
     return c;
   }
   return c;  // synchronisation: no occupancy

@@ -53,6 +53,7 @@ const config::PathParams* copy_path(const config::ChipConfig& cfg, const isa::In
 // says so. The GM transfer starts `setup` cycles into the instruction.
 struct InstrCost {
   std::uint64_t cycles = 0;
+  std::uint64_t bank_cycles = 0;  // of `cycles`, what UB bank conflicts added (vector instructions)
   std::uint64_t setup = 0;
   bool gm = false;
   bool gm_write = false;

@@ -38,16 +38,20 @@ inline void combine(bool max, const LocalTensor<float>& dst, const LocalTensor<f
     Add(dst, a, b, count);
 }
 
-// x = op(x, b) in the repeat form, b holding each row's value as broadcast blocks (Brcb).
+// dst = op(x, b) in the repeat form, b holding each row's value as broadcast blocks (Brcb); dst may be x.
 enum class RowOp { kSub, kMul, kDiv };
+inline void row_op(RowOp op, const LocalTensor<float>& dst, const LocalTensor<float>& x, const LocalTensor<float>& b,
+                   std::uint64_t mask, std::uint8_t repeat, const BinaryRepeatParams& p) {
+  if (op == RowOp::kSub)
+    Sub(dst, x, b, mask, repeat, p);
+  else if (op == RowOp::kMul)
+    Mul(dst, x, b, mask, repeat, p);
+  else
+    Div(dst, x, b, mask, repeat, p);
+}
 inline void row_op(RowOp op, const LocalTensor<float>& x, const LocalTensor<float>& b, std::uint64_t mask,
                    std::uint8_t repeat, const BinaryRepeatParams& p) {
-  if (op == RowOp::kSub)
-    Sub(x, x, b, mask, repeat, p);
-  else if (op == RowOp::kMul)
-    Mul(x, x, b, mask, repeat, p);
-  else
-    Div(x, x, b, mask, repeat, p);
+  row_op(op, x, x, b, mask, repeat, p);
 }
 
 // --- Padded rows ---------------------------------------------------------------------------------------------
@@ -158,12 +162,15 @@ inline void nd_fill_columns(const NdTile& x, std::uint32_t r, std::uint32_t rows
   }
 }
 
-// x[r][c] = op(x[r][c], bc[r]) for `rows` rows, bc holding one 8-lane block per row (Brcb).
-inline void nd_row_op(RowOp op, const NdTile& x, const LocalTensor<float>& bc, std::uint32_t rows) {
-  const std::uint8_t rep = u8(x.stride / 8);
-  const BinaryRepeatParams p{1, 1, 0, rep, rep, 1};
+// dst[r][c] = op(x[r][c], bc[r]) for `rows` rows (dst of x's shape, or x itself), bc holding one 8-lane block per
+// row (Brcb).
+inline void nd_row_op(RowOp op, const NdTile& dst, const NdTile& x, const LocalTensor<float>& bc, std::uint32_t rows) {
+  const BinaryRepeatParams p{1, 1, 0, u8(dst.stride / 8), u8(x.stride / 8), 1};
   for (std::uint32_t h = 0; h < x.cols; h += 64)
-    row_op(op, x.t[h], bc, std::min<std::uint32_t>(64, x.cols - h), u8(rows), p);
+    row_op(op, dst.t[h], x.t[h], bc, std::min<std::uint32_t>(64, x.cols - h), u8(rows), p);
+}
+inline void nd_row_op(RowOp op, const NdTile& x, const LocalTensor<float>& bc, std::uint32_t rows) {
+  nd_row_op(op, x, x, bc, rows);
 }
 
 // x[r][c] = a x[r][c] + bc[r] for `rows` rows (FusedMulAdd), `a` one 8-lane block of the factor, bc one 8-lane block
@@ -184,8 +191,13 @@ inline void nd_row_reduce(bool max, const LocalTensor<float>& out, const NdTile&
   for (std::uint32_t h = 0; h < chunks; ++h)
     whole_reduce(max, chunks == 1 ? out : parts[h * vec], x.t[h * 64], lanes, u8(rows), 1, 1, u8(x.stride / 8));
   if (chunks == 1) return;
-  combine(max, out, parts, parts[vec], rows);
-  for (std::uint32_t h = 2; h < chunks; ++h) combine(max, out, out, parts[h * vec], rows);
+  // The partials fold into `out` and the first partial's slot by turns, so that no combine reads and writes the
+  // same blocks (a read and a write of one bank conflict, docs/hw.md) when the turns end on `out`: an even number
+  // of chunks (block widths of 128 and 256); with an odd number the first combine is in place.
+  const std::uint32_t combines = chunks - 1;
+  auto target = [&](std::uint32_t k) { return (combines - k) % 2 == 0 ? out : parts; };
+  combine(max, target(1), parts, parts[vec], rows);
+  for (std::uint32_t h = 2; h < chunks; ++h) combine(max, target(h), target(h - 1), parts[h * vec], rows);
 }
 
 // --- NZ tiles --------------------------------------------------------------------------------------------------

@@ -1,8 +1,10 @@
 // FlashAttention forward (the op in flash_attention.cpp): O = softmax(scale Q K^T + mask) V per (batch, head), with
 // online softmax (running max and sum in fp32) over blocks of keys, so the S x SK score matrix never exists whole.
 //
-// Work: a unit is (batch, head, block of Bq query rows); units go round-robin to the blocks, heaviest first
-// (causal units near the end of the sequence have the most key blocks). Each unit runs over its key blocks of Bk.
+// Work: the query rows of all heads, in 16-row fractals head after head, are cut into one contiguous range per
+// block, balanced by an estimate of their cost (balance_rows, flash_attention.cpp); a block cuts its range into
+// units (batch, head, at most Bq query rows) from the range's start and at each head's end, and runs each unit over
+// its key blocks of Bk (causal units near the end of a sequence have the most).
 // Two kernels share what is here (shapes, layouts, the work order and the cube side's buffers): split chips
 // (fa_split.cpp: a mix kernel, one block = 1 AIC + 2 AIV, exchanging S, P and PV through GM workspace slots) and
 // coupled chips (fa_coupled.cpp: one core, S and PV through L0C -> UB, P through UB -> L1).
@@ -59,6 +61,9 @@ struct FaTiling {
   std::uint32_t rc = 0;
   std::uint32_t block_dim = 1;
   std::uint64_t slot_bytes = 0;  // GM workspace per block (split chips)
+  // Block i runs the fractals [first[i], first[i + 1]) of the row stream: fractal f is rows 16 j .. 16 j + 15 of
+  // head h = f / F, j = f % F, F = ceil(S / 16), heads in (batch, head) order. block_dim + 1 entries.
+  std::vector<std::uint64_t> first;
 };
 
 struct FaArgs {
@@ -74,29 +79,52 @@ struct FaStep {
   bool first, last;            // first / last key block of the unit
 };
 
+// A unit: query rows [q0, q0 + qr) of head bn (= b N + n).
+struct FaUnit {
+  std::uint64_t bn;
+  std::uint32_t q0, qr;
+};
+
+inline std::uint64_t fractals_per_head(const FaShape& s) {
+  return ceil_div(s.S, 16);
+}
+
+// The units of block blk, in order: its range cut every Bq rows from the range's start and at each head's end.
+inline std::vector<FaUnit> units_of(const FaShape& s, const FaTiling& t, std::uint32_t blk) {
+  std::vector<FaUnit> out;
+  if (blk + 1 >= t.first.size()) return out;
+  const std::uint64_t F = fractals_per_head(s), end = t.first[blk + 1];
+  for (std::uint64_t f = t.first[blk]; f < end;) {
+    const std::uint64_t head = f / F, stop = std::min(end, (head + 1) * F);
+    const std::uint32_t q0 = u32((f % F) * 16);
+    const std::uint32_t limit = u32(std::min<std::uint64_t>(s.S, (stop - head * F) * 16));
+    const std::uint32_t qr = std::min(t.bq, limit - q0);
+    out.push_back({head, q0, qr});
+    f += ceil_div(qr, 16);
+  }
+  return out;
+}
+
 inline std::uint32_t query_blocks(const FaArgs& g) {
   return u32(ceil_div(g.s.S, g.t.bq));
 }
 
 // Key blocks of a unit: all of them, or (causal, query i sees keys j <= i) up to the one holding its last row.
-inline std::uint32_t key_blocks(const FaArgs& g, std::uint32_t q0, std::uint32_t qr) {
-  const std::uint32_t all = u32(ceil_div(g.s.SK, g.t.bk));
-  if (!g.s.causal) return all;
-  return std::min(all, (q0 + qr - 1) / g.t.bk + 1);
+inline std::uint32_t key_blocks(const FaShape& s, const FaTiling& t, std::uint32_t q0, std::uint32_t qr) {
+  const std::uint32_t all = u32(ceil_div(s.SK, t.bk));
+  if (!s.causal) return all;
+  return std::min(all, (q0 + qr - 1) / t.bk + 1);
 }
 
-// The steps of block `blk` of `blocks`, in order.
-inline std::vector<FaStep> steps_of(const FaArgs& g, std::uint32_t blk, std::uint32_t blocks) {
+// The steps of block `blk`, in order.
+inline std::vector<FaStep> steps_of(const FaArgs& g, std::uint32_t blk) {
   std::vector<FaStep> out;
-  const std::uint32_t qb = query_blocks(g), heads = g.s.B * g.s.N;
-  const std::uint64_t units = static_cast<std::uint64_t>(qb) * heads;
-  for (std::uint64_t u = blk; u < units; u += blocks) {
-    const std::uint32_t qi = qb - 1 - u32(u / heads), bn = u32(u % heads);
-    const std::uint32_t q0 = qi * g.t.bq, qr = std::min(g.t.bq, g.s.S - q0);
-    const std::uint32_t nk = key_blocks(g, q0, qr);
+  for (const FaUnit& u : units_of(g.s, g.t, blk)) {
+    const std::uint32_t nk = key_blocks(g.s, g.t, u.q0, u.qr);
+    const std::uint32_t b = u32(u.bn / g.s.N), n = u32(u.bn % g.s.N);
     for (std::uint32_t j = 0; j < nk; ++j) {
       const std::uint32_t kv0 = j * g.t.bk;
-      out.push_back({bn / g.s.N, bn % g.s.N, q0, qr, kv0, std::min(g.t.bk, g.s.SK - kv0), j == 0, j + 1 == nk});
+      out.push_back({b, n, u.q0, u.qr, kv0, std::min(g.t.bk, g.s.SK - kv0), j == 0, j + 1 == nk});
     }
   }
   return out;
@@ -282,7 +310,7 @@ void fa_coupled(const FaArgs& g);
 // Host side (flash_attention.cpp): the text form, the typed call checked into the kernel's shape, the tiling.
 FlashAttentionCall parse_call(const Params& p);
 FaShape resolve(const FlashAttentionCall& c);
-// The largest blocks (Bq rows, Bk columns) whose buffers fit the chip.
+// The largest blocks (Bq rows, Bk columns) whose buffers fit the chip, and each block's range of query rows.
 FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& chip);
 
 }  // namespace npusim::stack::ops::attention

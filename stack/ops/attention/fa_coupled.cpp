@@ -46,7 +46,7 @@ struct Handoff {
 template <class T>
 class Coupled {
  public:
-  explicit Coupled(const FaArgs& g) : g_(g), steps_(steps_of(g, GetBlockIdx(), GetBlockNum())) {}
+  explicit Coupled(const FaArgs& g) : g_(g), steps_(steps_of(g, GetBlockIdx())) {}
 
   void run() {
     if (steps_.empty()) return;

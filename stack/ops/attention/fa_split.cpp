@@ -50,7 +50,7 @@ template <class T>
 class VectorSide {
  public:
   explicit VectorSide(const FaArgs& g)
-      : g_(g), steps_(steps_of(g, GetBlockIdx(), GetBlockNum())), slot_(slots_of(g)), unit_of_(steps_.size()) {
+      : g_(g), steps_(steps_of(g, GetBlockIdx())), slot_(slots_of(g)), unit_of_(steps_.size()) {
     sm_.init(pipe_, g);
     bk_ = g.t.bk;
     d_ = g.s.D;
@@ -218,16 +218,22 @@ class VectorSide {
     if (st.first) {
       Adds(o, pv, 0.0f, static_cast<std::uint64_t>(rows) * d_);
     } else {
+      // o = alpha o + PV through the other parity's accumulator, free while this unit accumulates (the previous
+      // unit stored its O before this unit's first PV, the next one starts after this one's last): neither pass
+      // reads and writes the same blocks, which would cost a bank conflict per repeat.
+      const LocalTensor<float> scaled = sm_.fo[1 - p].template Get<float>();
       Brcb(bc, sm_.falpha[i % 2].template Get<float>(), u8(ceil_div(rows, 8)), BrcbRepeatParams{1, 8});
-      nd_row_op(RowOp::kMul, {o, d_, d_}, bc, rows);
-      Add(o, o, pv, static_cast<std::uint64_t>(rows) * d_);
+      nd_row_op(RowOp::kMul, {scaled, d_, d_}, {o, d_, d_}, bc, rows);
+      Add(o, scaled, pv, static_cast<std::uint64_t>(rows) * d_);
     }
     sm_.qpv.FreeTensor(pv);
     if (!st.last) return;
+    // O = o / l into the other accumulator (not in place, as above), then to T.
+    const LocalTensor<float> out = sm_.fo[1 - p].template Get<float>();
     Brcb(bc, sm_.fl[p].template Get<float>(), u8(ceil_div(rows, 8)), BrcbRepeatParams{1, 8});
-    nd_row_op(RowOp::kDiv, {o, d_, d_}, bc, rows);
+    nd_row_op(RowOp::kDiv, {out, d_, d_}, {o, d_, d_}, bc, rows);
     LocalTensor<T> ot = sm_.qout.template AllocTensor<T>();
-    convert(ot, o, static_cast<std::uint64_t>(rows) * d_);
+    convert(ot, out, static_cast<std::uint64_t>(rows) * d_);
     sm_.qout.EnQue(ot);
     ot = sm_.qout.template DeQue<T>();
     store_o(g_, st, st.q0 + r0, ot, rows);
@@ -254,7 +260,7 @@ void fa_vector_split(const FaArgs& g) {
 // The cube side: S_i into its slot, then PV_{i-1} (the P of the previous block is ready by then).
 template <class T>
 void fa_cube_split(const FaArgs& g) {
-  const std::vector<FaStep> steps = steps_of(g, GetBlockIdx(), GetBlockNum());
+  const std::vector<FaStep> steps = steps_of(g, GetBlockIdx());
   const Slots slot = slots_of(g);
   TPipe pipe;
   CubeBuffers<T> cb;

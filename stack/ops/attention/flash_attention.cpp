@@ -219,6 +219,99 @@ FaBuffers fa_buffers(const FaShape& s, const FaTiling& t, std::uint64_t es, bool
   return b;
 }
 
+namespace {
+
+// Estimated cycles of one step: a unit of qr rows against one key block, the slowest of the Cube (the Q K^T and
+// P V fractals), the cube core's GM feed (K and V, and P on split chips), the drain of S and PV (the FixPipe to GM
+// on split chips, L0C -> UB on coupled chips) and the softmax's five fp32 passes per score (max, scale and
+// subtract, exp, sum, cast) over the rows of one Vector unit, each from the chip's rates. The row balance below
+// only compares estimates with each other: a unit of few rows still pays for reading its K and V blocks.
+class StepCost {
+ public:
+  StepCost(const FaShape& s, const FaTiling& t, std::uint64_t es, const config::ChipConfig& chip)
+      : d_(s.D), bk_(t.bk), es_(es), split_(chip.split()), f_(chip.cube.fp16) {
+    auto rate = [](double r) { return std::max(r, 1e-9); };
+    feed_rate_ = rate(chip.mte.gm_to_l1.bytes_per_cycle);
+    const double write = chip.noc.core_write_bytes_per_cycle > 0 ? chip.noc.core_write_bytes_per_cycle : 1e30;
+    drain_rate_ = rate(split_ ? std::min(chip.fixpipe.bytes_per_cycle, write) : chip.mte.l0c_to_ub.bytes_per_cycle);
+    vector_rate_ = rate(static_cast<double>(chip.vector.bytes_per_repeat) /
+                        static_cast<double>(std::max<std::uint64_t>(chip.vector.cycles_per_repeat, 1)));
+  }
+
+  double operator()(std::uint32_t qr) const {
+    constexpr double softmax_passes = 5;
+    const double m = static_cast<double>(ceil_div(qr, f_.m)), rows = m * static_cast<double>(f_.m);
+    const double d = static_cast<double>(d_), bk = static_cast<double>(bk_), es = static_cast<double>(es_);
+    const double cube =
+        m * static_cast<double>(ceil_div(bk_, f_.n) * ceil_div(d_, f_.k) + ceil_div(d_, f_.n) * ceil_div(bk_, f_.k)) *
+        static_cast<double>(f_.cycles);
+    const double feed = (2 * bk * d + (split_ ? rows * bk : 0)) * es / feed_rate_;
+    const double drain = rows * (bk + d) * 4 / drain_rate_;
+    const double vec_rows = split_ ? std::ceil(qr / 2.0) : qr;
+    const double vector = vec_rows * bk * 4 * softmax_passes / vector_rate_;
+    return std::max({cube, feed, drain, vector});
+  }
+
+ private:
+  std::uint64_t d_, bk_, es_;
+  bool split_;
+  config::FractalParams f_;
+  double feed_rate_ = 1, drain_rate_ = 1, vector_rate_ = 1;
+};
+
+// Cuts the row stream (all heads' query rows in 16-row fractals) into at most `cores` contiguous ranges whose
+// estimated costs (units' key blocks x StepCost) are as even as a bisection on the largest finds. Cutting at
+// fractals rather than at whole Bq blocks fills the last wave: 64 blocks of 128 rows on 24 cores are 3 waves of
+// 89 % filled, 352-row ranges (128 + 128 + 96) even them out, and a few units spread over all cores.
+std::vector<std::uint64_t> balance_rows(const FaShape& s, const FaTiling& t, const StepCost& step,
+                                        std::uint64_t cores) {
+  const std::uint64_t F = fractals_per_head(s), heads = static_cast<std::uint64_t>(s.B) * s.N, total = heads * F;
+  auto unit = [&](std::uint32_t q0, std::uint32_t qr) { return key_blocks(s, t, q0, qr) * step(qr); };
+  double head_cost = 0;
+  for (std::uint32_t q0 = 0; q0 < s.S; q0 += t.bq) head_cost += unit(q0, std::min(t.bq, s.S - q0));
+  // The end of a range that starts at `pos` and costs at most `budget` (at least one fractal): whole heads while
+  // they fit, then whole units, then the most fractals of the next unit that fit.
+  auto advance = [&](std::uint64_t pos, double budget) {
+    const std::uint64_t start = pos;
+    while (pos < total) {
+      const std::uint64_t head = pos / F, j = pos % F;
+      if (j == 0 && head_cost <= budget) {
+        const auto k =
+            static_cast<std::uint64_t>(std::min(static_cast<double>(heads - head), std::floor(budget / head_cost)));
+        pos += k * F;
+        budget -= static_cast<double>(k) * head_cost;
+        continue;
+      }
+      const std::uint32_t q0 = u32(j * 16), qr = std::min(t.bq, s.S - q0);
+      const double c = unit(q0, qr);
+      if (c <= budget) {
+        budget -= c;
+        pos += ceil_div(qr, 16);
+        continue;
+      }
+      std::uint64_t f = ceil_div(qr, 16) - 1;
+      while (f > 0 && unit(q0, u32(f * 16)) > budget) --f;
+      return pos + (f == 0 && pos == start ? 1 : f);
+    }
+    return pos;
+  };
+  auto ranges = [&](double budget) {
+    std::vector<std::uint64_t> first{0};
+    while (first.back() < total && first.size() <= cores) first.push_back(advance(first.back(), budget));
+    return first;
+  };
+  // The largest range costs at least an even share and at most everything (which one range can always take).
+  double hi = head_cost * static_cast<double>(heads) * (1.0 + 1e-9), lo = hi / static_cast<double>(cores) / 1.01;
+  while (hi - lo > 1e-4 * hi) {
+    const double mid = (lo + hi) / 2;
+    const std::vector<std::uint64_t> r = ranges(mid);
+    (r.back() == total ? hi : lo) = mid;
+  }
+  return ranges(hi);
+}
+
+}  // namespace
+
 FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& chip) {
   const auto& buf = chip.buffers;
   const std::uint64_t d = s.D;
@@ -249,9 +342,17 @@ FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& c
           if (!fits(b.l1, buf.l1) || !fits(b.l0a, buf.l0a) || !fits(b.l0b, buf.l0b) || !fits(b.l0c, buf.l0c))
             break;  // no smaller rc helps
           if (!fits(b.ub, buf.ub)) continue;
-          t.slot_bytes = ceil_to(2 * (bq * bk * 4 + bq * bk * es + bq * d * 4), 512);
-          const std::uint64_t units = static_cast<std::uint64_t>(s.B) * s.N * ceil_div(s.S, bq);
-          t.block_dim = u32(std::min<std::uint64_t>(units, chip.cube_cores()));
+          t.first = balance_rows(s, t, StepCost(s, t, es, chip), chip.cube_cores());
+          t.block_dim = u32(t.first.size() - 1);
+          // Blocks as tall as the tallest unit the ranges were cut into (spread over many cores, a short sequence
+          // gives every core a few fractals): smaller buffers and workspace slots, the same units.
+          std::uint64_t longest = 0;  // fractals of the longest range: no unit is taller
+          for (std::uint32_t blk = 0; blk < t.block_dim; ++blk)
+            longest = std::max(longest, t.first[blk + 1] - t.first[blk]);
+          t.bq = u32(std::min<std::uint64_t>(t.bq, longest * 16));
+          if (split) t.rc = std::min(t.rc, u32(ceil_to(ceil_div(t.bq, 2), 8)));
+          const std::uint64_t rows = t.bq;
+          t.slot_bytes = ceil_to(2 * (rows * bk * 4 + rows * bk * es + rows * d * 4), 512);
           return t;
         }
       }
@@ -354,12 +455,14 @@ OpDef flash_attention_op() {
       for (std::uint32_t i = q0; i < q0 + qr; ++i) entries += g.s.causal ? std::min(g.s.SK, i + 1) : g.s.SK;
     }
     plan.flops = 4.0 * g.s.D * entries * g.s.B * g.s.N;
+    std::uint64_t units = 0;
+    for (std::uint32_t blk = 0; blk < g.t.block_dim; ++blk) units += units_of(g.s, g.t, blk).size();
     plan.tiling = {{"block_q", g.t.bq},
                    {"block_k", g.t.bk},
                    {"key_pass", g.t.ck},
                    {"row_chunk", g.t.rc},
                    {"workspace_per_block", static_cast<double>(g.t.slot_bytes)},
-                   {"units", static_cast<double>(query_blocks(g)) * g.s.B * g.s.N}};
+                   {"units", static_cast<double>(units)}};
     const DType t = in[0].dtype;
     const bool split = chip.split();
     plan.kernel = [g, t, split](const std::vector<std::uint64_t>& buf) -> std::function<void()> {

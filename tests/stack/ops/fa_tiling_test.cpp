@@ -4,6 +4,7 @@
 // Measured block sizes are in docs/ops.md (910b, D = 64: 128 x 128; D = 256: 64 x 64).
 #include <gtest/gtest.h>
 
+#include <algorithm>
 #include <array>
 #include <functional>
 
@@ -51,9 +52,68 @@ TEST(FaTiling, BlocksOfTheDocumentedSizeOn910b) {
   const FaTiling coupled = plan_fa(shape(4096, 64), 2, chip("910"));
   EXPECT_EQ(coupled.ck, coupled.bk);
   EXPECT_EQ(coupled.rc, 0u);
-  // One block per cube core at most, and no more blocks than units (B N ceil(S / Bq)).
+  // One block per cube core at most; rows are cut finer than Bq when that spreads them over more cores (8 heads
+  // of 128 rows over 24 cores), but never finer than a fractal of 16 rows (8 heads of 16 rows: 8 blocks).
   EXPECT_EQ(t64.block_dim, chip("910b").cube_cores());
-  EXPECT_EQ(plan_fa(shape(128, 64), 2, chip("910b")).block_dim, 8u);
+  const FaTiling spread = plan_fa(shape(128, 64), 2, chip("910b"));
+  EXPECT_EQ(spread.block_dim, 24u);  // 64 fractals in ranges of 2 and 3
+  EXPECT_EQ(spread.bq, 48u);         // blocks no taller than the longest range: smaller buffers and workspace
+  EXPECT_EQ(plan_fa(shape(16, 64), 2, chip("910b")).block_dim, 8u);
+}
+
+// The blocks' row ranges (balance_rows): every query row of every head in exactly one unit, units of at most Bq
+// rows that start on a fractal and end on one or at the head's end, on every chip kind, causal or not.
+TEST(FaTiling, RowRangesCoverEveryRowOnce) {
+  struct Case {
+    const char* chip;
+    std::uint32_t B, N, S, D;
+    bool causal;
+  };
+  for (const Case& k :
+       {Case{"910b", 1, 1, 8192, 128, false}, Case{"910b", 1, 1, 8192, 128, true}, Case{"910b", 2, 5, 1000, 64, true},
+        Case{"910b", 3, 7, 37, 256, false}, Case{"910", 1, 3, 200, 64, true}, Case{"tiny", 2, 2, 333, 32, false}}) {
+    FlashAttentionCall c;
+    c.B = k.B;
+    c.N = k.N;
+    c.S = k.S;
+    c.D = k.D;
+    c.causal = k.causal;
+    const FaShape s = resolve(c);
+    const config::ChipConfig ch = chip(k.chip);
+    const FaTiling t = plan_fa(s, 2, ch);
+    const std::string what = std::string(k.chip) + " B=" + std::to_string(k.B) + " N=" + std::to_string(k.N) +
+                             " S=" + std::to_string(k.S) + (k.causal ? " causal" : "");
+    ASSERT_EQ(t.first.size(), t.block_dim + 1u) << what;
+    EXPECT_LE(t.block_dim, ch.cube_cores()) << what;
+    std::vector<int> seen(static_cast<std::size_t>(k.B) * k.N * k.S, 0);
+    for (std::uint32_t blk = 0; blk < t.block_dim; ++blk) {
+      const std::vector<FaUnit> units = units_of(s, t, blk);
+      EXPECT_FALSE(units.empty()) << what << " block " << blk;
+      for (const FaUnit& u : units) {
+        EXPECT_EQ(u.q0 % 16, 0u) << what;
+        EXPECT_GE(u.qr, 1u) << what;
+        EXPECT_LE(u.qr, t.bq) << what;
+        EXPECT_TRUE(u.qr % 16 == 0 || u.q0 + u.qr == s.S) << what;
+        for (std::uint32_t r = u.q0; r < u.q0 + u.qr; ++r) ++seen[u.bn * s.S + r];
+      }
+    }
+    EXPECT_EQ(std::count(seen.begin(), seen.end(), 1), static_cast<std::ptrdiff_t>(seen.size())) << what;
+  }
+}
+
+// Non-causal rows cost the same, so the busiest block holds the fewest fractals any split can give it:
+// ceil(fractals / cores) (8192 rows = 512 fractals over 24 cores: 22, i.e. 352 rows where whole 128-row blocks
+// gave the busiest core 384).
+TEST(FaTiling, EvenRowsGiveTheBusiestBlockTheFewestFractals) {
+  const config::ChipConfig ch = chip("910b");
+  for (std::uint32_t S : {8192u, 2048u, 4000u}) {
+    const FaShape s = shape(S, 128);  // 8 heads
+    const FaTiling t = plan_fa(s, 2, ch);
+    const std::uint64_t fractals = 8 * ceil_div(S, 16);
+    std::uint64_t busiest = 0;
+    for (std::uint32_t blk = 0; blk < t.block_dim; ++blk) busiest = std::max(busiest, t.first[blk + 1] - t.first[blk]);
+    EXPECT_EQ(busiest, ceil_div(fractals, ch.cube_cores())) << "S=" << S;
+  }
 }
 
 // A short sequence gets a block no larger than it needs (and a small workspace).
@@ -83,7 +143,7 @@ TEST(FaTiling, SmallerBuffersGiveSmallerBlocksOrAnError) {
 // each space is its plan's total (split chips: L1 and L0 on the AIC, the UB on each AIV; coupled chips: all on the
 // one core). A kernel allocating a buffer its plan lacks (or of another size) fails here; one asking for a name the
 // plan lacks throws. Each case is one block of one launch (one simulation per process), running its share of the
-// case's work (units >= blocks, so every block allocates).
+// case's work (the case has a block i, so block i allocates).
 using testing::OpCase;
 
 void expect_kernels_allocate_their_plans(const char* chip_name, const std::vector<OpCase>& cases) {
@@ -96,7 +156,7 @@ void expect_kernels_allocate_their_plans(const char* chip_name, const std::vecto
   for (std::size_t i = 0; i < cases.size(); ++i) {
     const FaShape s = resolve(call_as<FlashAttentionCall>(ops::parse_call(*op, cases[i].params), "flash_attention"));
     const FaTiling t = plan_fa(s, 2, c);
-    ASSERT_GE(static_cast<std::uint64_t>(query_blocks(FaArgs{0, 0, 0, 0, 0, 0, s, t})) * s.B * s.N, cases.size());
+    ASSERT_GT(t.block_dim, i) << "case " << i << " has no block " << i;
     plans.push_back(fa_buffers(s, t, 2, c.split()));
     what.push_back("case " + std::to_string(i) + ": D=" + std::to_string(s.D) + " S=" + std::to_string(s.S) +
                    (s.mask ? " mask" : "") + (s.causal ? " causal" : "") + " blocks " + std::to_string(t.bq) + "x" +
