@@ -120,6 +120,13 @@ void reflect(Visitor& v, ChipConfig& c) {
     Group g(v, "scalar", "scalar unit");
     v.integer("cycles_per_instruction", c.scalar.cycles_per_instruction, U::kCycles, 1,
               "cost of issuing one instruction or running one scalar op");
+    v.integer("api_call_cycles", c.scalar.api_call_cycles, U::kCycles, 0,
+              "scalar work of each kernel API call that issues pipe instructions (DataCopy, LoadData, Mmad, Fixpipe, a "
+              "vector op): address arithmetic and parameter packing, on top of cycles_per_instruction per instruction "
+              "(no published figure: 0 on the built-in chips)");
+    v.integer("queue_call_cycles", c.scalar.queue_call_cycles, U::kCycles, 0,
+              "scalar work of each TQue AllocTensor, EnQue, DeQue and FreeTensor: the queue's bookkeeping, on top of "
+              "the flag instruction it issues (no published figure: 0 on the built-in chips)");
   }
   {
     Group g(v, "queues", "pipe queue depths in instructions; issue stalls while the target queue is full (assumed)");
@@ -428,6 +435,8 @@ std::vector<Problem> check_consistency(const ChipConfig& c) {
   if (c.flags.event_ids == 0) add("flags.event_ids", "must be positive");
   if (c.flags.cross_core_max_pending == 0) add("flags.cross_core_max_pending", "must be positive");
   if (c.flags.cross_core_latency > 1000000) add("flags.cross_core_latency", "must be at most 1000000 cycles");
+  if (c.scalar.api_call_cycles > 1000000) add("scalar.api_call_cycles", "must be at most 1000000 cycles");
+  if (c.scalar.queue_call_cycles > 1000000) add("scalar.queue_call_cycles", "must be at most 1000000 cycles");
 
   if (c.simple_gm.bytes_per_cycle <= 0) add("simple_gm.bytes_per_cycle", "must be positive");
 

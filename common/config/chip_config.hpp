@@ -63,6 +63,8 @@ struct MteParams {
 
 struct ScalarParams {
   std::uint64_t cycles_per_instruction = 0;
+  std::uint64_t api_call_cycles = 0;    // per kernel API call that issues pipe instructions
+  std::uint64_t queue_call_cycles = 0;  // per TQue AllocTensor / EnQue / DeQue / FreeTensor
 };
 
 struct QueueParams {

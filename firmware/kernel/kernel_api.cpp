@@ -71,8 +71,11 @@ Space position_space(TPosition p) {
 
 namespace detail {
 
+// A pipe instruction costs its API call's scalar work (scalar.api_call_cycles) on top of its issue; a flag or barrier
+// is one instruction of its own (the TQue calls that issue them account theirs in queue_call below).
 void issue(Instr in) {
-  ctx().engine->issue(in);
+  hw::core::CoreEngine& e = *ctx().engine;
+  e.issue(in, hw::isa::is_sync_op(in.op) ? 0 : e.config().scalar.api_call_cycles);
 }
 
 void scalar_read(Space s, std::uint64_t addr, void* out, std::uint64_t bytes, SourceLoc where) {
@@ -167,6 +170,8 @@ void vec_count(const VecSpec& s, std::uint64_t count, SourceLoc where) {
   const std::uint32_t src_step = lanes * (s.op == Op::kCast ? ss : ds);
   std::uint64_t done = 0;  // repeats issued so far
   const std::uint64_t full = count / lanes, tail = count % lanes;
+  std::uint64_t call_cycles =
+      c.engine->config().scalar.api_call_cycles;  // the call's, charged to its first instruction
   auto emit = [&](std::uint64_t first, std::uint64_t repeats, const hw::isa::Mask& mask) {
     Instr in = base;
     in.vec.repeat = static_cast<std::uint32_t>(repeats);
@@ -181,7 +186,8 @@ void vec_count(const VecSpec& s, std::uint64_t count, SourceLoc where) {
     in.src1 = s.sel_mask + first * (lanes / 8);
     in.vec.dst.rep_stride = bits_out ? 0 : lanes * ds;
     in.vec.src0.rep_stride = in.vec.src1.rep_stride = src_step;
-    issue(in);
+    c.engine->issue(in, call_cycles);
+    call_cycles = 0;
   };
   while (done < full) {
     const std::uint64_t n = std::min(max_rep, full - done);
@@ -232,8 +238,17 @@ std::size_t TQueBase::slot_of(std::uint64_t addr, const char* what, SourceLoc wh
   detail::bad_param(what, "the tensor does not belong to this queue", where);
 }
 
+namespace {
+// A TQue call's bookkeeping on the scalar unit (which buffer is next, its state), before any flag it issues.
+void queue_call() {
+  hw::core::CoreEngine& e = *ctx().engine;
+  if (const std::uint64_t c = e.config().scalar.queue_call_cycles) e.scalar_work(c);
+}
+}  // namespace
+
 std::uint64_t TQueBase::alloc_raw(SourceLoc where) {
   if (buffers_.empty()) detail::bad_param("AllocTensor", "the queue has no buffers (missing TPipe::InitBuffer)", where);
+  queue_call();
   Buffer& b = buffers_[allocs_++ % buffers_.size()];
   // The buffer is free once its consumer said so; the first use of each buffer needs no wait.
   if (b.used_before) wait_flag(consumer_, producer_, b.free_event, where);
@@ -271,11 +286,13 @@ void expect_left_set(pipe_t src, pipe_t dst, std::uint32_t id) noexcept {
 }  // namespace detail
 
 void TQueBase::enque_raw(std::uint64_t addr, SourceLoc where) {
+  queue_call();
   set_flag(producer_, consumer_, buffers_[slot_of(addr, "EnQue", where)].enq_event, where);
 }
 
 std::uint64_t TQueBase::deque_raw(SourceLoc where) {
   if (buffers_.empty()) detail::bad_param("DeQue", "the queue has no buffers (missing TPipe::InitBuffer)", where);
+  queue_call();
   // Buffers come out in the order they were allocated; the wait is the hardware's, so a missing EnQue blocks the
   // consumer pipe for real and is reported as a deadlock.
   Buffer& b = buffers_[deques_++ % buffers_.size()];
@@ -285,6 +302,7 @@ std::uint64_t TQueBase::deque_raw(SourceLoc where) {
 
 void TQueBase::free_raw(std::uint64_t addr, SourceLoc where) {
   Buffer& b = buffers_[slot_of(addr, "FreeTensor", where)];
+  queue_call();
   set_flag(consumer_, producer_, b.free_event, where);
   b.outstanding = false;
   b.free_pending = true;

@@ -37,10 +37,6 @@ std::uint64_t queue_depth(const config::QueueParams& q, Pipe p) {
   }
 }
 
-bool is_sync(Op op) {
-  return op == Op::kSetFlag || op == Op::kWaitFlag || op == Op::kBarrier || op == Op::kCrossSet || op == Op::kCrossWait;
-}
-
 }  // namespace
 
 // The memory an instruction sees in functional mode: this core's buffers and device memory.
@@ -211,12 +207,12 @@ void CoreEngine::record(PipeState& ps, std::uint64_t start, std::uint64_t end) {
   }
 }
 
-void CoreEngine::issue(isa::Instr in) {
+void CoreEngine::issue(isa::Instr in, std::uint64_t call_cycles) {
   if (finished_) throw KernelError("core " + id_.name + ": instruction issued after the kernel finished");
-  if (!is_sync(in.op) && in.op != Op::kScalar) in.pipe = isa::pipe_of(in);
+  if (!isa::is_sync_op(in.op) && in.op != Op::kScalar) in.pipe = isa::pipe_of(in);
   validate(in);
   ++issued_;
-  scalar_busy(cfg_.scalar.cycles_per_instruction);
+  scalar_busy(call_cycles + cfg_.scalar.cycles_per_instruction);
 
   // Instructions the scalar unit executes itself.
   if (in.op == Op::kBarrier && in.sync.src == Pipe::kAll) {

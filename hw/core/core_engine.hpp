@@ -96,7 +96,8 @@ class CoreEngine {
   CoreEngine& operator=(const CoreEngine&) = delete;
 
   // The scalar unit's interface (called by the kernel API).
-  void issue(isa::Instr in);
+  // `call_cycles`: scalar work the kernel API spent on the call before issuing (scalar.api_call_cycles).
+  void issue(isa::Instr in, std::uint64_t call_cycles = 0);
   // Scalar-unit work of `cycles` cycles (scalar code the kernel accounts for explicitly).
   void scalar_work(std::uint64_t cycles);
   // Reads/writes `bytes` of a local buffer from the scalar unit at the current scalar time (GetValue/SetValue).

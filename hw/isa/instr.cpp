@@ -100,6 +100,9 @@ std::string_view op_name(Op op) {
 }
 
 bool is_vector_op(Op op) { return op >= Op::kAdd && op <= Op::kGather; }
+bool is_sync_op(Op op) {
+  return op >= Op::kSetFlag && op <= Op::kCrossWait;
+}
 
 std::string format_loc(const SourceLoc& loc) {
   std::string f = loc.file ? loc.file : "";

@@ -59,6 +59,7 @@ enum class Op : std::uint8_t {
 };
 std::string_view op_name(Op op);
 bool is_vector_op(Op op);
+bool is_sync_op(Op op);  // a flag or barrier: set, wait, barrier, cross-core set and wait
 
 enum class CmpMode : std::uint8_t { kLt, kGt, kEq, kLe, kGe, kNe };
 

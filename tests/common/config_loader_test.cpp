@@ -101,6 +101,16 @@ TEST(ConfigLoader, ClocksOutsideTheModelledRangeAreRefused) {
   EXPECT_DOUBLE_EQ(load_config_text(kMinimal, "mini.yaml", {"clock.core=1MHz"}).chip.clock.core_hz, 1e6);
 }
 
+// Cycle counts a kernel or flag pays per event are bounded, so a typo cannot stall every kernel for ages.
+TEST(ConfigLoader, PerEventScalarAndFlagCyclesAreBounded) {
+  for (const char* key : {"scalar.api_call_cycles", "scalar.queue_call_cycles", "flags.cross_core_latency"}) {
+    const std::string e = error_of([&] { load_config_text(kMinimal, "mini.yaml", {std::string(key) + "=1000001"}); });
+    EXPECT_CONTAINS(e, key);
+    EXPECT_CONTAINS(e, "must be at most 1000000 cycles");
+  }
+  EXPECT_EQ(load_config_text(kMinimal, "mini.yaml", {"scalar.api_call_cycles=12"}).chip.scalar.api_call_cycles, 12u);
+}
+
 TEST(ConfigLoader, MissingUnitIsAnError) {
   std::string yaml = kMinimal;
   yaml.replace(yaml.find("1GHz"), 4, "1.0");

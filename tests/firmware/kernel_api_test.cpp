@@ -136,6 +136,42 @@ TEST(KernelApi, CrossCoreCountsArriveAfterTheConfiguredLatency) {
   EXPECT_LE(took, 2 * rounds * latency + 10 * rounds) << "a round trip costs more than its two latencies";
 }
 
+// scalar.api_call_cycles and scalar.queue_call_cycles: each API call that issues a pipe instruction costs the scalar
+// unit its call cycles plus scalar.cycles_per_instruction per instruction it issues, each TQue call its call cycles
+// plus its flag instruction (AllocTensor waits for a flag only once its buffer was used before). The scalar unit's
+// busy time is that sum exactly; with 40 cycles a call the vector loop is bound by the scalar unit (an Adds of one
+// repeat takes 7 cycles on the Vector pipe), so the core takes at least N (40 + 1) cycles.
+TEST(KernelApi, ApiAndQueueCallsCostTheConfiguredScalarWork) {
+  constexpr std::uint64_t api = 40, queue = 25, adds = 50, rounds = 6;
+  const auto cfg =
+      tiny({"scalar.cycles_per_instruction=1", "launch.core_startup=0ns", "launch.kernel_init=0ns",
+            "scalar.api_call_cycles=" + std::to_string(api), "scalar.queue_call_cycles=" + std::to_string(queue)});
+  fw::Platform chip(cfg, hw::core::Mode::kTimingOnly);
+  LaunchSpec spec{"scalar_bound", KernelType::kVector, 1, [] {
+                    TPipe pipe;
+                    TBuf<TPosition::VECCALC> buf;
+                    TQue<TPosition::VECIN, 1> q;
+                    pipe.InitBuffer(buf, 256);
+                    pipe.InitBuffer(q, 1, 256);
+                    const LocalTensor<float> t = buf.Get<float>();
+                    for (std::uint64_t i = 0; i < adds; ++i) Adds(t, t, 1.0f, 64);  // one instruction each
+                    for (std::uint64_t r = 0; r < rounds; ++r) {
+                      LocalTensor<float> x = q.AllocTensor<float>();
+                      q.EnQue(x);
+                      x = q.DeQue<float>();
+                      q.FreeTensor(x);
+                    }
+                  }};
+  const LaunchResult r = chip.run_kernel(spec);
+  ASSERT_EQ(r.runs.size(), 1u);
+  const CoreRun& run = r.runs[0];
+  // Per round: four calls, three flags (EnQue's set, DeQue's wait, FreeTensor's set) and, after the first, the
+  // AllocTensor's wait.
+  const std::uint64_t expected = adds * (api + 1) + rounds * (4 * queue + 3) + (rounds - 1);
+  EXPECT_EQ(run.pipes[static_cast<int>(hw::isa::Pipe::kS)].busy, expected);
+  EXPECT_GE(run.end - run.start, adds * (api + 1));
+}
+
 TEST(KernelApi, CrossCoreWaitNobodySetsIsADeadlockBetweenCores) {
   const auto cfg = tiny();
   fw::Platform chip(cfg, hw::core::Mode::kTimingOnly);
