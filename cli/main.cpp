@@ -154,8 +154,14 @@ int sc_main(int argc, char** argv) {
   add_sanitize_flag(*run, run_cfg);
   run->add_option("--dim", ropts.dims, "bind a symbolic input dim, e.g. --dim batch=4 (repeatable)")->type_name("NAME=SIZE");
   run->add_flag("--functional", ropts.functional, "compute the values (seeded random inputs); outputs summarised in --json");
-  run->add_option("--inputs", ropts.inputs_dir, "with --functional: read input NAME from DIR/NAME.npy (or DIR/NAME.pb, an ONNX TensorProto)")->type_name("DIR");
-  run->add_option("--outputs", ropts.outputs_dir, "with --functional: write output NAME to DIR/NAME.npy and DIR/NAME.pb (DIR is made if missing)")->type_name("DIR");
+  run->add_option("--inputs", ropts.inputs_dir,
+                  "with --functional: read input NAME from DIR/NAME.npy or DIR/NAME.pb (an ONNX TensorProto), or the "
+                  "K-th input from DIR/input_K.pb (ONNX's test_data_set_N layout)")
+      ->type_name("DIR");
+  run->add_option("--outputs", ropts.outputs_dir,
+                  "with --functional: write output NAME to DIR/NAME.npy and DIR/NAME.pb, and the K-th output to "
+                  "DIR/output_K.pb (DIR is made if missing)")
+      ->type_name("DIR");
   run->add_flag("--progress", ropts.progress, "report simulation progress on stderr (tasks done, device time) also when stderr is not a terminal");
   run->add_flag("--no-fusion", ropts.no_fusion, "run the graph as imported (constants folded), without the fusion passes");
   run->add_option("--streams", ropts.streams, "at most this many streams for independent branches (1: one stream in graph order)")

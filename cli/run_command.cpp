@@ -1,9 +1,10 @@
 #include "cli/run_command.hpp"
 
+#include <algorithm>
 #include <chrono>
-#include <fstream>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <iomanip>
 #include <iostream>
 #include <map>
@@ -55,6 +56,40 @@ std::string file_of(const std::string& dir, const std::string& name) {
   return dir + "/" + n + ".npy";
 }
 
+bool exists(const std::string& path) {
+  std::error_code ec;
+  return std::filesystem::is_regular_file(path, ec);
+}
+
+// The file each program input is read from: DIR/NAME.npy or DIR/NAME.pb (an ONNX TensorProto) when every input has
+// one, else ONNX's test-data layout, DIR/input_K.pb for the K-th input in the graph's order (as ONNX's own runner
+// takes test_data_set_N). Mixing the two is an error naming what is missing.
+std::vector<std::string> input_files(const std::string& dir, const graph::Program& program) {
+  std::error_code ec;
+  if (!std::filesystem::is_directory(dir, ec)) throw InputError("--inputs " + dir + ": not a directory");
+  std::vector<std::string> by_name, by_position, missing;
+  for (std::size_t k = 0; k < program.inputs.size(); ++k) {
+    const std::string& name = program.tensors[static_cast<std::size_t>(program.inputs[k])].name;
+    const std::string npy = file_of(dir, name), pb = npy.substr(0, npy.size() - 4) + ".pb";
+    by_name.push_back(exists(npy) ? npy : exists(pb) ? pb : "");
+    by_position.push_back(dir + "/input_" + std::to_string(k) + ".pb");
+    if (by_name.back().empty() && !exists(by_position.back())) {
+      std::string what = "'" + name + "' (";
+      what.append(npy).append(", ").append(pb).append(" or, by position, ").append(by_position.back()).append(")");
+      missing.push_back(what);
+    }
+  }
+  if (std::all_of(by_name.begin(), by_name.end(), [](const std::string& f) { return !f.empty(); })) return by_name;
+  if (std::all_of(by_position.begin(), by_position.end(), exists)) return by_position;
+  std::string list;
+  for (const std::string& m : missing) list += (list.empty() ? "" : "; ") + m;
+  if (missing.empty()) {  // each input has a file, but some only by name and others only by position
+    throw InputError("--inputs " + dir + ": files are named after some inputs and numbered (input_K.pb) for others; " +
+                     "use one layout for all " + std::to_string(program.inputs.size()) + " inputs");
+  }
+  throw InputError("--inputs " + dir + ": no file for input " + list);
+}
+
 }  // namespace
 
 int run_model_command(const RunOptions& opts) {
@@ -75,23 +110,30 @@ int run_model_command(const RunOptions& opts) {
     std::error_code is_dir_ec;
     if (!std::filesystem::is_directory(opts.outputs_dir, is_dir_ec))
       throw InputError("--outputs " + opts.outputs_dir + ": not a directory and cannot be made one" + (ec ? " (" + ec.message() + ")" : ""));
+    // An output named like another's positional file (output_K) would overwrite it.
+    for (std::size_t k = 0; k < program.outputs.size(); ++k) {
+      const std::string& name = program.tensors[static_cast<std::size_t>(program.outputs[k])].name;
+      const std::string base = std::filesystem::path(file_of("", name)).stem().string();
+      for (std::size_t j = 0; j < program.outputs.size(); ++j)
+        if (j != k && base == "output_" + std::to_string(j))
+          throw InputError("--outputs: output " + std::to_string(k) + " is named '" + name + "', the file output " +
+                           std::to_string(j) + " is written to by position (output_" + std::to_string(j) + ".pb)");
+    }
   }
   std::vector<std::vector<std::uint8_t>> inputs;
   if (opts.functional) {
     std::mt19937_64 rng(2026);
-    for (int t : program.inputs) {
-      const graph::ProgramTensor& pt = program.tensors[static_cast<std::size_t>(t)];
-      if (!opts.inputs_dir.empty()) {
-        // DIR/NAME.npy, or else DIR/NAME.pb (an ONNX TensorProto).
-        std::string path = file_of(opts.inputs_dir, pt.name);
+    const std::vector<std::string> files =
+        opts.inputs_dir.empty() ? std::vector<std::string>{} : input_files(opts.inputs_dir, program);
+    for (std::size_t k = 0; k < program.inputs.size(); ++k) {
+      const graph::ProgramTensor& pt = program.tensors[static_cast<std::size_t>(program.inputs[k])];
+      if (!files.empty()) {
+        const std::string& path = files[k];
         NpyArray a;
-        if (std::ifstream(path).good()) {
+        if (path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0) {
           a = read_npy(path);
           if (a.shape.empty()) a.shape = {1};  // a rank-0 array: the program holds scalars as one element
         } else {
-          path = path.substr(0, path.size() - 4) + ".pb";
-          if (!std::ifstream(path).good())
-            throw InputError("input '" + pt.name + "': neither " + path.substr(0, path.size() - 3) + ".npy nor " + path + " exists");
           const graph::Tensor t = stack::framework::read_tensor_pb(path).second;
           const auto dt = graph::device_dtype(t.type);
           if (!dt) throw InputError("input '" + pt.name + "' (" + path + "): element type " + std::string(graph::elem_name(t.type)) + " is not float");
@@ -137,6 +179,7 @@ int run_model_command(const RunOptions& opts) {
   if (progress && !line.empty()) std::cerr << (tty ? "\r" + line + "\n" : line == shown ? "" : line + "\n") << std::flush;
   nlohmann::json& report = result.report;
   if (!opts.outputs_dir.empty()) {
+    // Each output as DIR/NAME.npy and DIR/NAME.pb, and by position as DIR/output_K.pb (ONNX's test-data layout).
     for (std::size_t k = 0; k < program.outputs.size(); ++k) {
       const graph::ProgramTensor& t = program.tensors[static_cast<std::size_t>(program.outputs[k])];
       const std::string npy = file_of(opts.outputs_dir, t.name);
@@ -146,6 +189,7 @@ int run_model_command(const RunOptions& opts) {
       for (auto d : t.desc.shape) pb.shape.push_back(static_cast<std::int64_t>(d));
       pb.bytes = result.outputs[k];
       stack::framework::write_tensor_pb(npy.substr(0, npy.size() - 4) + ".pb", t.name, pb);
+      stack::framework::write_tensor_pb(opts.outputs_dir + "/output_" + std::to_string(k) + ".pb", t.name, pb);
     }
   }
   session.finish(&report);

@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Conformance: the ONNX node tests shipped in Debian's libonnx-testdata, in functional mode through `npusim run`.
 
-For every test directory (data/node/test_*): the model runs with the inputs of test_data_set_0 (TensorProto .pb,
-converted to .npy) and its outputs are compared with the expected ones. A test counts as
+For every test directory (data/node/test_*): the model runs with `--inputs test_data_set_0` as the directory is
+(input_K.pb by position, as ONNX's own runner takes it) and its outputs, read back from the `output_K.pb` files
+`--outputs` writes by position, are compared with the expected ones. A test counts as
   passed       npusim ran it and every output is within tolerance,
   failed       npusim ran it and an output differs (or it crashed, or timed out),
   unsupported  npusim refused it with a clear error (exit status 1: an op, attribute, dtype or shape it does not
@@ -59,15 +60,10 @@ for test in sorted(glob.glob(os.path.join(DATA, "test_*"))):
     if not all(a.dtype in FLOATS for _, a in inputs + outputs):
         unsupported.append(name)
         continue
-    graph_inputs = [i.name for i in model.graph.input if i.name not in {t.name for t in model.graph.initializer}]
     with tempfile.TemporaryDirectory() as d:
-        ins, outs = os.path.join(d, "in"), os.path.join(d, "out")
-        os.makedirs(ins)
-        os.makedirs(outs)
-        for k, (pb_name, a) in enumerate(inputs):
-            np.save(os.path.join(ins, (pb_name or graph_inputs[k]).replace("/", "_") + ".npy"), a)
+        outs = os.path.join(d, "out")
         try:
-            p = subprocess.run([NPUSIM, "run", model_path, "--functional", "--config", "tiny", "--inputs", ins,
+            p = subprocess.run([NPUSIM, "run", model_path, "--functional", "--config", "tiny", "--inputs", data,
                                 "--outputs", outs, "--json"], capture_output=True, text=True, timeout=300)
         except subprocess.TimeoutExpired:
             failed.append(f"{name}: timed out")
@@ -83,7 +79,7 @@ for test in sorted(glob.glob(os.path.join(DATA, "test_*"))):
         bad = None
         for k, (pb_name, want) in enumerate(outputs):
             out_name = pb_name or model.graph.output[k].name
-            got = np.load(os.path.join(outs, out_name.replace("/", "_") + ".npy"))
+            got = load_pb(os.path.join(outs, f"output_{k}.pb"))[1]
             if got.shape != want.shape or not np.allclose(got.astype(np.float64), want.astype(np.float64), atol=atol, rtol=rtol):
                 err = np.max(np.abs(got.astype(np.float64) - want.astype(np.float64))) if got.shape == want.shape else "shape"
                 bad = f"{name}: output {out_name}: max abs error {err}"

@@ -309,6 +309,53 @@ with tempfile.TemporaryDirectory() as d:
     check(rc == 1 and "node name: proj" in err and "Incompatible dimensions" in err, f"shape mismatch: {rc} {err}")
     rc, _, err = run([os.path.join(d, "mlp.onnx"), "--dim", "seq=4"])
     check(rc == 1 and "no input has a dim named 'seq'" in err, f"unknown dim: {rc} {err}")
+    # ONNX's test-data layout (issue 20): input_K.pb by position when the files are not named after the inputs, and
+    # output_K.pb by position beside NAME.npy / NAME.pb. y = a - b and z = a * b: swapping the inputs changes y.
+    g = helper.make_graph([helper.make_node("Sub", ["a", "b"], ["y"], name="sub"),
+                           helper.make_node("Mul", ["a", "b"], ["z"], name="mul")], "two",
+                          [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, 5]),
+                           helper.make_tensor_value_info("b", TensorProto.FLOAT, [3, 5])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [3, 5]),
+                           helper.make_tensor_value_info("z", TensorProto.FLOAT, [3, 5])])
+    two = os.path.join(d, "two.onnx")
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), two)
+    a, b = rng.uniform(-1, 1, (2, 3, 5)).astype(np.float32)
+    numbered, two_out = os.path.join(d, "test_data_set_0"), os.path.join(d, "two_out")
+    os.makedirs(numbered)
+    for k, (arr, pb_name) in enumerate([(a, "a"), (b, "")]):  # ONNX's runner ignores the names: so do we
+        with open(os.path.join(numbered, f"input_{k}.pb"), "wb") as f:
+            f.write(numpy_helper.from_array(arr, pb_name).SerializeToString())
+    rc, _, err = run([two, "--functional", "--inputs", numbered, "--outputs", two_out])
+    check(rc == 0, f"numbered inputs: exit {rc}: {err}")
+    if rc == 0:
+        for k, (name, want) in enumerate([("y", a - b), ("z", a * b)]):
+            t = onnx.TensorProto()
+            with open(os.path.join(two_out, f"output_{k}.pb"), "rb") as f:
+                t.ParseFromString(f.read())
+            got = numpy_helper.to_array(t)
+            check(t.name == name and np.array_equal(got, np.load(os.path.join(two_out, f"{name}.npy"))) and
+                  np.allclose(got, want, atol=1e-6), f"output_{k}.pb: {t.name} {got} vs {want}")
+    empty = os.path.join(d, "no_inputs")
+    os.makedirs(empty)
+    rc, _, err = run([two, "--functional", "--inputs", empty])
+    check(rc == 1 and "no file for input 'a'" in err and "input_0.pb" in err and "'b'" in err and "input_1.pb" in err,
+          f"missing inputs: {rc} {err}")
+    mixed = os.path.join(d, "mixed_inputs")
+    os.makedirs(mixed)
+    np.save(os.path.join(mixed, "a.npy"), a)
+    with open(os.path.join(mixed, "input_1.pb"), "wb") as f:
+        f.write(numpy_helper.from_array(b, "b").SerializeToString())
+    rc, _, err = run([two, "--functional", "--inputs", mixed])
+    check(rc == 1 and "use one layout for all 2 inputs" in err, f"mixed layouts: {rc} {err}")
+    g = helper.make_graph([helper.make_node("Relu", ["a"], ["output_1"], name="r"),
+                           helper.make_node("Neg", ["a"], ["n"], name="n")], "clash",
+                          [helper.make_tensor_value_info("a", TensorProto.FLOAT, [3, 5])],
+                          [helper.make_tensor_value_info("output_1", TensorProto.FLOAT, [3, 5]),
+                           helper.make_tensor_value_info("n", TensorProto.FLOAT, [3, 5])])
+    clash = os.path.join(d, "clash.onnx")
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), clash)
+    rc, _, err = run([clash, "--functional", "--outputs", os.path.join(d, "clash_out")])
+    check(rc == 1 and "output 0 is named 'output_1'" in err, f"output name clash: {rc} {err}")
     # More tasks than the completion ring's 256 slots (issue 23): a 300-input Concat and a 1,000-node chain run
     # unfused, functional, and give NumPy's values.
     parts = [rng.uniform(-1, 1, (2, 3)).astype(np.float32) for _ in range(300)]
