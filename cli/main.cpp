@@ -16,6 +16,7 @@
 #include "cli/run_command.hpp"
 #include "cli/sweep_command.hpp"
 #include "common/config/loader.hpp"
+#include "common/util/atomic_file.hpp"
 #include "common/util/error.hpp"
 #include "stack/framework/session.hpp"
 
@@ -284,5 +285,7 @@ int sc_main(int argc, char** argv) {
 // to SystemC, which calls sc_main.
 int main(int argc, char** argv) {
   setenv("SYSTEMC_DISABLE_COPYRIGHT_MESSAGE", "1", 1);
+  // Ctrl-C or SIGTERM: the output files being written are removed and the run stops with one line (exit 130/143).
+  npusim::install_interrupt_handler();
   return sc_core::sc_elab_and_sim(argc, argv);
 }

@@ -4,6 +4,7 @@
 #include <fstream>
 #include <sstream>
 
+#include "common/util/atomic_file.hpp"
 #include "common/util/error.hpp"
 #include "common/util/file.hpp"
 
@@ -43,7 +44,7 @@ NpyArray read_npy(const std::string& path) {
   const auto open = shape.find('('), close = shape.find(')');
   std::stringstream dims(shape.substr(open + 1, close - open - 1));
   for (std::string d; std::getline(dims, d, ',');) {
-    if (d.find_first_not_of(" ") == std::string::npos) continue;
+    if (d.find_first_not_of(' ') == std::string::npos) continue;
     a.shape.push_back(std::stoull(d));
   }
   std::uint64_t n = 1;
@@ -67,14 +68,15 @@ void write_npy(const std::string& path, const NpyArray& a) {
   std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   while ((10 + header.size() + 1) % 64) header += ' ';
   header += '\n';
-  std::ofstream f(path, std::ios::binary);
-  if (!f) throw InputError(path + ": cannot write");
+  AtomicFile file(path);
+  std::ostream& f = file.stream();
   const std::uint16_t len = static_cast<std::uint16_t>(header.size());
   f.write("\x93NUMPY\x01\x00", 8);
   f.put(static_cast<char>(len & 0xff));
   f.put(static_cast<char>(len >> 8));
   f << header;
   f.write(reinterpret_cast<const char*>(a.bytes.data()), static_cast<std::streamsize>(a.bytes.size()));
+  file.commit();
 }
 
 }  // namespace npusim::cli

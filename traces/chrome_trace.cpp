@@ -55,10 +55,8 @@ void write_us(std::ostream& out, double ns) {
 
 }  // namespace
 
-ChromeTraceWriter::ChromeTraceWriter(const std::string& path)
-    : file_(std::make_unique<std::ofstream>(path, std::ios::binary | std::ios::trunc)), path_(path) {
-  if (!*file_) throw std::runtime_error("cannot open trace file '" + path + "' for writing");
-  out_ = file_.get();
+ChromeTraceWriter::ChromeTraceWriter(const std::string& path) : file_(std::make_unique<AtomicFile>(path)), path_(path) {
+  out_ = &file_->stream();
   *out_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
 }
 
@@ -67,6 +65,8 @@ ChromeTraceWriter::ChromeTraceWriter(std::ostream& out) : out_(&out) {
 }
 
 ChromeTraceWriter::~ChromeTraceWriter() {
+  // A file not closed explicitly belongs to a run that failed: its temporary goes (AtomicFile), no trace appears.
+  if (file_) return;
   try {
     close();
   } catch (...) {
@@ -79,10 +79,7 @@ void ChromeTraceWriter::close() {
   closed_ = true;
   *out_ << "\n]}\n";
   out_->flush();
-  if (file_) {
-    file_->close();
-    if (!*file_) throw std::runtime_error("error writing trace file '" + path_ + "'");
-  }
+  if (file_) file_->commit();  // the trace appears under its name only now, complete
 }
 
 void ChromeTraceWriter::begin_event() {
@@ -155,9 +152,9 @@ void ChromeTraceWriter::check_nesting(int pid, int tid, std::string_view name, d
   std::vector<double>& stack = open_[key];
   // Times are converted from integer cycles to ns in floating point: back-to-back slices may differ in the last
   // bits, so touching within a picosecond counts as touching.
-  constexpr double kSlack = 1e-3;
-  while (!stack.empty() && stack.back() <= start_ns + kSlack) stack.pop_back();
-  if (!stack.empty() && end_ns > stack.back() + kSlack) {
+  constexpr double slack = 1e-3;
+  while (!stack.empty() && stack.back() <= start_ns + slack) stack.pop_back();
+  if (!stack.empty() && end_ns > stack.back() + slack) {
     throw std::logic_error("trace slice '" + std::string(name) + "' on pid " + std::to_string(pid) + " tid " +
                            std::to_string(tid) + " overlaps an enclosing slice without nesting in it");
   }

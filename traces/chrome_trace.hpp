@@ -16,6 +16,8 @@
 #include <utility>
 #include <vector>
 
+#include "common/util/atomic_file.hpp"
+
 namespace npusim::traces {
 
 // Key/value arguments shown in the slice details panel.
@@ -30,7 +32,8 @@ Arg arg(std::string key, double value);
 
 class ChromeTraceWriter {
  public:
-  // Opens `path` for writing; throws std::runtime_error naming the path when it cannot.
+  // Writes to a temporary beside `path` (common/util/atomic_file.hpp) that close() renames to `path`; destroyed
+  // without close(), it leaves no file. Throws InputError naming the path when it cannot write.
   explicit ChromeTraceWriter(const std::string& path);
   // Writes into a caller-owned stream (tests).
   explicit ChromeTraceWriter(std::ostream& out);
@@ -67,7 +70,7 @@ class ChromeTraceWriter {
   void write_args(const Args& args);
   void check_nesting(int pid, int tid, std::string_view name, double start_ns, double end_ns);
 
-  std::unique_ptr<std::ofstream> file_;
+  std::unique_ptr<AtomicFile> file_;
   std::ostream* out_ = nullptr;
   std::string path_;
   bool first_ = true;

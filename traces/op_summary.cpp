@@ -7,11 +7,7 @@
 namespace npusim::traces {
 
 CsvWriter::CsvWriter(const std::string& path, std::vector<CsvColumn> columns)
-    : file_(std::make_unique<std::ofstream>(path, std::ios::binary | std::ios::trunc)),
-      out_(file_.get()),
-      path_(path),
-      columns_(std::move(columns)) {
-  if (!*file_) throw std::runtime_error("cannot open summary file '" + path + "' for writing");
+    : file_(std::make_unique<AtomicFile>(path)), out_(&file_->stream()), path_(path), columns_(std::move(columns)) {
   header();
 }
 
@@ -49,6 +45,10 @@ void CsvWriter::row(const std::vector<std::string>& cells) {
 }
 
 void CsvWriter::flush() { out_->flush(); }
+
+void CsvWriter::close() {
+  if (file_) file_->commit();
+}
 
 std::string csv_number(double v) {
   char buf[64];

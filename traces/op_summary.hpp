@@ -8,6 +8,8 @@
 #include <string>
 #include <vector>
 
+#include "common/util/atomic_file.hpp"
+
 namespace npusim::traces {
 
 struct CsvColumn {
@@ -18,12 +20,15 @@ struct CsvColumn {
 
 class CsvWriter {
  public:
-  CsvWriter(const std::string& path, std::vector<CsvColumn> columns);  // throws naming the path when it cannot open
+  // Writes to a temporary beside `path` that close() renames to `path` (none appears without it); throws InputError
+  // naming the path when it cannot write.
+  CsvWriter(const std::string& path, std::vector<CsvColumn> columns);
   CsvWriter(std::ostream& out, std::vector<CsvColumn> columns);
 
   // Writes one row; throws std::logic_error when the cell count differs from the column count.
   void row(const std::vector<std::string>& cells);
   void flush();
+  void close();  // a file writer: its file appears now, complete
   const std::vector<CsvColumn>& columns() const { return columns_; }
 
   // RFC 4180 quoting: cells with comma, quote or newline are quoted, quotes doubled.
@@ -31,7 +36,7 @@ class CsvWriter {
 
  private:
   void header();
-  std::unique_ptr<std::ofstream> file_;
+  std::unique_ptr<AtomicFile> file_;
   std::ostream* out_;
   std::string path_;
   std::vector<CsvColumn> columns_;

@@ -1,5 +1,7 @@
 #include "traces/stats.hpp"
 
+#include "common/util/atomic_file.hpp"
+
 #include <algorithm>
 #include <fstream>
 #include <nlohmann/json.hpp>
@@ -125,10 +127,7 @@ nlohmann::json StatsRegistry::to_json() const {
 
 void write_stats_file(const std::string& path, const std::string& config, const StatsRegistry& reg) {
   const nlohmann::json j = {{"config", config}, {"stats", reg.to_json()}, {"units", reg.describe()}};
-  std::ofstream out(path, std::ios::binary | std::ios::trunc);
-  out << j.dump(1) << "\n";
-  out.flush();
-  if (!out) throw std::runtime_error("cannot write '" + path + "'");
+  write_file_atomically(path, j.dump(1) + "\n");
 }
 
 nlohmann::json StatsRegistry::describe() const {

@@ -13,6 +13,7 @@
 #include <set>
 #include <sstream>
 
+#include "common/util/atomic_file.hpp"
 #include "common/util/error.hpp"
 #include "common/util/file.hpp"
 #include "stack/framework/onnx_model.hpp"
@@ -155,9 +156,19 @@ void check_arity(const onnx::ModelProto& model, const std::string& what) {
     const std::string node = what + ": node '" + (n.name().empty() ? n.op_type() + "_" + std::to_string(i) : n.name()) + "' (" + n.op_type() + "): ";
     const std::string op = n.op_type() + "-" + std::to_string(schema->SinceVersion());
     if (n.input_size() < schema->min_input() || n.input_size() > schema->max_input())
-      throw InputError(node + std::to_string(n.input_size()) + " input(s), but " + op + " takes " + range(schema->min_input(), schema->max_input()));
+      throw InputError(std::string(node)
+                           .append(std::to_string(n.input_size()))
+                           .append(" input(s), but ")
+                           .append(op)
+                           .append(" takes ")
+                           .append(range(schema->min_input(), schema->max_input())));
     if (n.output_size() < schema->min_output() || n.output_size() > schema->max_output())
-      throw InputError(node + std::to_string(n.output_size()) + " output(s), but " + op + " gives " + range(schema->min_output(), schema->max_output()));
+      throw InputError(std::string(node)
+                           .append(std::to_string(n.output_size()))
+                           .append(" output(s), but ")
+                           .append(op)
+                           .append(" gives ")
+                           .append(range(schema->min_output(), schema->max_output())));
   }
 }
 
@@ -311,7 +322,16 @@ ImportedModel import_model(onnx::ModelProto& model, const std::string& what, con
     }
   }
   for (const auto& [name, size] : dims)
-    if (!used.count(name)) throw InputError(what + ": --dim " + name + "=" + std::to_string(size) + ": no input has a dim named '" + name + "'");
+    if (!used.count(name)) {
+      std::string msg = what + ": --dim ";
+      msg.append(name)
+          .append("=")
+          .append(std::to_string(size))
+          .append(": no input has a dim named '")
+          .append(name)
+          .append("'");
+      throw InputError(msg);
+    }
   // Constant folding needs shapes and shape inference needs folded shapes (an Expand to a computed shape): the two
   // alternate until nothing more folds. Folded nodes leave the model; their outputs come back as initializers.
   for (int round = 0;; ++round) {
@@ -368,8 +388,9 @@ void write_tensor_pb(const std::string& path, const std::string& name, const gra
   p.set_data_type(type);
   for (auto d : t.shape) p.add_dims(d);
   p.set_raw_data(std::string(t.bytes.begin(), t.bytes.end()));
-  std::ofstream f(path, std::ios::binary);
-  if (!f || !p.SerializeToOstream(&f)) throw InputError(path + ": cannot write");
+  std::string bytes;
+  if (!p.SerializeToString(&bytes)) throw InputError(path + ": cannot serialise the tensor");
+  write_file_atomically(path, bytes);
 }
 
 std::vector<std::string> unsupported_nodes(const graph::Graph& g, const std::vector<std::string>& supported) {

@@ -109,7 +109,7 @@ void write_op_summary(const std::string& path, const Device& dev) {
     }
     csv.row(row);
   }
-  csv.flush();
+  csv.close();
 }
 
 }  // namespace npusim::stack::runtime

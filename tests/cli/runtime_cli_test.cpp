@@ -1,10 +1,19 @@
 // pipeline_demo through the runtime: multi-stream overlap against its formula, the trace layout of DESIGN.md
 // (Host, Runtime/TS per stream, cores, flows from launches to first blocks), the op summary, a functional check.
 #include <gtest/gtest.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
+#include <algorithm>
+#include <csignal>
+#include <filesystem>
 #include <fstream>
 #include <map>
 #include <nlohmann/json.hpp>
+#include <sstream>
+#include <string>
+#include <vector>
 
 #include "cli/cli_support.hpp"
 #include "traces/trace_check.hpp"
@@ -155,6 +164,62 @@ TEST(RuntimeCli, OutputsNamingOneFileOrAMissingDirectoryAreRefusedBeforeTheRun) 
       {"op softmax -p shape=8x64 --stats /nonexistent-dir/s.json", "--stats /nonexistent-dir/s.json: the directory"},
       {"op softmax -p shape=8x64 --summary /nonexistent-dir/s.csv", "--summary /nonexistent-dir/s.csv: the directory"},
   });
+}
+
+// Output files appear complete or not at all (issue 21, item 3). A finished run leaves exactly its files; a run
+// stopped by SIGTERM (or Ctrl-C) says so on stderr, exits 128 + 15 and leaves neither its files nor their
+// temporaries, and a trace from an earlier run under the same name is untouched.
+TEST(RuntimeCli, OutputFilesAppearCompleteOrNotAtAll) {
+  namespace fs = std::filesystem;
+  const fs::path dir = fs::path(::testing::TempDir()) / ("npusim_atomic." + std::to_string(getpid()));
+  fs::remove_all(dir);
+  fs::create_directories(dir);
+  const std::string files = " --trace " + (dir / "t.json").string() + " --stats " + (dir / "s.json").string() +
+                            " --summary " + (dir / "s.csv").string();
+  const std::string small = "op softmax -p shape=8x64" + files + " --json";
+  npusim_test::json_of_success(run(small), small);
+  std::vector<std::string> names;
+  for (const auto& e : fs::directory_iterator(dir)) names.push_back(e.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"s.csv", "s.json", "t.json"}));
+  const std::uintmax_t earlier = fs::file_size(dir / "t.json");
+  fs::remove(dir / "s.json");
+  fs::remove(dir / "s.csv");
+
+  // A run long enough to be stopped while it writes its trace.
+  const std::string big = "op flash_attention -p B=1 -p N=8 -p S=8192 -p D=128" + files;
+  const std::string err = (dir / "err.txt").string();
+  const pid_t pid = fork();
+  ASSERT_GE(pid, 0);
+  if (pid == 0) {
+    const std::string cmd = "exec " + std::string(NPUSIM_BINARY) + " " + big + " >/dev/null 2>" + err;
+    execl("/bin/sh", "sh", "-c", cmd.c_str(), static_cast<char*>(nullptr));
+    _exit(127);
+  }
+  // Wait (up to a minute) until its trace's temporary exists, then stop it.
+  bool writing = false;
+  for (int i = 0; i < 600 && !writing; ++i) {
+    for (const auto& e : fs::directory_iterator(dir))
+      writing = writing || e.path().filename().string().rfind("t.json.part-", 0) == 0;
+    if (!writing) usleep(100000);
+  }
+  EXPECT_TRUE(writing) << "the run never started its trace";
+  kill(pid, SIGTERM);
+  int raw = 0;
+  waitpid(pid, &raw, 0);
+  ASSERT_TRUE(WIFEXITED(raw));
+  EXPECT_EQ(WEXITSTATUS(raw), 128 + SIGTERM);
+  std::ifstream e(err);
+  std::stringstream message;
+  message << e.rdbuf();
+  EXPECT_NE(message.str().find("npusim: interrupted by SIGTERM; no output file was left half-written"),
+            std::string::npos)
+      << message.str();
+  names.clear();
+  for (const auto& f : fs::directory_iterator(dir)) names.push_back(f.path().filename().string());
+  std::sort(names.begin(), names.end());
+  EXPECT_EQ(names, (std::vector<std::string>{"err.txt", "t.json"}));
+  EXPECT_EQ(fs::file_size(dir / "t.json"), earlier);
 }
 
 }  // namespace
