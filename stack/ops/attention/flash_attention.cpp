@@ -259,6 +259,34 @@ class StepCost {
   double feed_rate_ = 1, drain_rate_ = 1, vector_rate_ = 1;
 };
 
+// The row chunk (a multiple of 8 up to t.rc, which fits the UB) whose estimated vector-side time per step is the
+// least: each chunk pays its instructions' latencies (the vendor cost model's `latency + 2 repeats - 1` per
+// instruction: the chunk's row reductions, combines, per-row updates and full-row passes, as fa_split.cpp issues
+// them), and the first chunk's scores in and the last chunk's P out are not hidden behind vector work. Larger
+// chunks pay fewer latencies but expose more copy time: on 910b the best is 32 rows for 64-row halves.
+std::uint32_t fastest_row_chunk(const FaTiling& t, std::uint64_t es, const config::ChipConfig& chip) {
+  const auto& lat = chip.vector.latency;
+  const double parts = static_cast<double>(ceil_div(t.bk, 64));  // 64-column pieces of a score row
+  const double chunk_latency =
+      2 * parts * static_cast<double>(lat.reduce) + 2 * (parts - 1) * static_cast<double>(lat.max) +
+      static_cast<double>(3 * lat.muls + lat.max + lat.sub + lat.exp + lat.adds + lat.duplicate + lat.mul + lat.add) +
+      parts * static_cast<double>(lat.mul) + static_cast<double>(lat.exp + lat.cast);
+  const double in_rate = std::max(chip.mte.gm_to_ub.bytes_per_cycle, 1e-9);
+  const double out_rate = std::max(chip.mte.ub_to_gm.bytes_per_cycle, 1e-9);
+  const double rows = static_cast<double>(ceil_div(t.bq, 2)), bk = static_cast<double>(t.bk);
+  std::uint32_t best = t.rc;
+  double best_cost = 0;
+  for (std::uint32_t rc = t.rc; rc >= 8; rc -= 8) {
+    const double exposed = rc * bk * 4 / in_rate + rc * bk * static_cast<double>(es) / out_rate;
+    const double cost = std::ceil(rows / rc) * chunk_latency + exposed;
+    if (rc == t.rc || cost < best_cost * 0.999) {
+      best = rc;
+      best_cost = cost;
+    }
+  }
+  return best;
+}
+
 // Cuts the row stream (all heads' query rows in 16-row fractals) into at most `cores` contiguous ranges whose
 // estimated costs (units' key blocks x StepCost) are as even as a bisection on the largest finds. Cutting at
 // fractals rather than at whole Bq blocks fills the last wave: 64 blocks of 128 rows on 24 cores are 3 waves of
@@ -342,6 +370,7 @@ FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& c
           if (!fits(b.l1, buf.l1) || !fits(b.l0a, buf.l0a) || !fits(b.l0b, buf.l0b) || !fits(b.l0c, buf.l0c))
             break;  // no smaller rc helps
           if (!fits(b.ub, buf.ub)) continue;
+          if (split) t.rc = fastest_row_chunk(t, es, chip);  // every smaller chunk fits too
           t.first = balance_rows(s, t, StepCost(s, t, es, chip), chip.cube_cores());
           t.block_dim = u32(t.first.size() - 1);
           // Blocks as tall as the tallest unit the ranges were cut into (spread over many cores, a short sequence
