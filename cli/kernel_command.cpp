@@ -3,13 +3,14 @@
 #include "cli/run_outputs.hpp"
 
 #include <chrono>
-#include <cstring>
-#include <set>
 #include <cmath>
+#include <cstdio>
+#include <cstring>
 #include <iomanip>
 #include <iostream>
 #include <map>
 #include <memory>
+#include <set>
 #include <sstream>
 
 #include "common/config/loader.hpp"
@@ -26,12 +27,22 @@ namespace npusim::cli {
 
 namespace samples = fw::kernel::samples;
 
+std::string error_text(double v) {
+  char buf[32];
+  std::snprintf(buf, sizeof buf, "%.3g", v);
+  return buf;
+}
+
+std::string count_text(std::size_t n, const std::string& noun) {
+  return std::to_string(n) + " " + noun + (n == 1 ? "" : "s");
+}
+
 void print_kernel_report(const nlohmann::json& report) {
   const nlohmann::json& kernel = report["kernel"];
   std::cout << "  kernel      " << kernel["cycles"].get<std::uint64_t>() << " cycles, " << kernel["time_us"].get<double>()
             << " us on " << kernel["cores"].get<std::uint32_t>() << " core(s)\n";
-  std::cout << "  device      " << report["time_us"].get<double>() << " us for " << report["tasks"].size()
-            << " tasks (copies in and out, launch)\n";
+  std::cout << "  device      " << report["time_us"].get<double>() << " us for "
+            << count_text(report["tasks"].size(), "task") << " (copies in and out, launch)\n";
   if (kernel.contains("efficiency")) std::cout << "  efficiency  " << kernel["efficiency"].get<double>() << " of peak\n";
   std::cout << "  pipes busy ";
   for (auto& [k, v] : kernel["pipes"].items()) std::cout << " " << k << "=" << v.get<double>();
@@ -40,7 +51,7 @@ void print_kernel_report(const nlohmann::json& report) {
   std::cout << "\n";
   if (report.contains("check"))
     std::cout << "  check       " << (report["check"]["passed"].get<bool>() ? "passed" : "FAILED") << " (max abs err "
-              << report["check"]["max_abs_err"].get<double>() << ")\n";
+              << error_text(report["check"]["max_abs_err"].get<double>()) << ")\n";
 }
 
 std::string describe_kernels() {
@@ -94,7 +105,8 @@ int run_pipeline_demo(const KernelOptions& opts, const std::map<std::string, std
   } else {
     std::cout << std::fixed << std::setprecision(3) << "pipeline_demo on " << loaded.chip.name << ": " << demo.streams
               << " stream(s), " << demo.chunks << " chunk(s) of " << demo.bytes << " B\n";
-    std::cout << "  device time " << report["time_us"].get<double>() << " us over " << report["tasks"].size() << " tasks\n";
+    std::cout << "  device time " << report["time_us"].get<double>() << " us over "
+              << count_text(report["tasks"].size(), "task") << "\n";
     if (report.contains("check")) std::cout << "  check       " << (status ? "FAILED" : "passed") << "\n";
     if (outputs.tracing()) std::cout << "  trace       " << opts.files.trace << "\n";
   }

@@ -41,6 +41,11 @@ int run_user_kernel_command(const KernelOptions& opts);
 int run_kernel_command(const KernelOptions& opts);
 // The text report's kernel lines (cycles, device time, efficiency, pipes, overlap, check) of a run_report.
 void print_kernel_report(const nlohmann::json& report);
+// A check's largest error for the text reports, to three significant digits ("3.7e-04"; a fixed format with three
+// decimals printed that as 0.000).
+std::string error_text(double v);
+// "1 task", "3 tasks".
+std::string count_text(std::size_t n, const std::string& noun);
 // The list of sample kernels with their parameters (for --help and `npusim kernel --list`).
 std::string describe_kernels();
 

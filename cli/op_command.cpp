@@ -1,5 +1,6 @@
 #include "cli/op_command.hpp"
 
+#include "cli/kernel_command.hpp"
 #include "cli/run_outputs.hpp"
 #include "cli/tensor_data.hpp"
 
@@ -101,7 +102,7 @@ int run_op_command(const OpOptions& opts) {
               << report["memory"]["hbm_avg_GBps"].get<double>() << " GB/s\n";
     if (report.contains("check"))
       std::cout << "  check       " << (status ? "FAILED" : "passed") << " (max abs err "
-                << report["check"]["max_abs_err"].get<double>() << ")\n";
+                << error_text(report["check"]["max_abs_err"].get<double>()) << ")\n";
     if (report.contains("trace")) std::cout << "  trace       " << opts.files.trace << "\n";
   }
   if (status) std::cerr << "npusim: error: op " << opts.name << ": output does not match the CPU reference\n";

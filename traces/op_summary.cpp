@@ -27,7 +27,13 @@ std::string CsvWriter::quote(const std::string& cell) {
 
 void CsvWriter::header() {
   std::vector<std::string> names;
-  for (const auto& c : columns_) names.push_back(c.unit.empty() ? c.name : c.name + "(" + c.unit + ")");
+  // The unit in parentheses, unless the name already ends with it (start_us, not start_us(us)).
+  for (const auto& c : columns_) {
+    const std::string suffix = "_" + c.unit;
+    const bool named =
+        c.name.size() > suffix.size() && c.name.compare(c.name.size() - suffix.size(), suffix.size(), suffix) == 0;
+    names.push_back(c.unit.empty() || named ? c.name : c.name + "(" + c.unit + ")");
+  }
   row(names);
 }
 

@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 
 #include <random>
+#include <string>
 
 #include "cli/cli_support.hpp"
 
@@ -50,6 +51,21 @@ TEST(OpVector, SoftmaxNormsAndGatesMatchTheReference) {
   check_op("layernorm", " -p eps=1e-5", 1500);
   check_op("rmsnorm", " -p eps=1e-6", 1500);
   check_op("swiglu", "", 700, true);
+}
+
+// The text report prints the check's largest error to three significant digits, the value --json gives (issue 24:
+// a fixed format printed 1.2e-4 as "0.000").
+TEST(OpVector, TheTextReportPrintsTheCheckErrorInSignificantDigits) {
+  const std::string call = "op softmax -p shape=64x1024 --check";
+  const npusim_test::Result text = npusim_test::run(call);
+  ASSERT_EQ(text.status, 0) << text.err;
+  const double want = npusim_test::op_json("softmax -p shape=64x1024 --check")["check"]["max_abs_err"].get<double>();
+  ASSERT_GT(want, 0);
+  const std::string key = "max abs err ";
+  const auto at = text.out.find(key);
+  ASSERT_NE(at, std::string::npos) << text.out;
+  const double shown = std::stod(text.out.substr(at + key.size()));
+  EXPECT_NEAR(shown, want, want * 0.005) << text.out;
 }
 
 TEST(OpVector, RopeInBothFormsMatchesTheReference) {
