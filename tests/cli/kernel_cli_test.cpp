@@ -5,7 +5,10 @@
 
 #include <nlohmann/json.hpp>
 
+#include <cctype>
+#include <fstream>
 #include <set>
+#include <string>
 
 #include "cli/cli_support.hpp"
 #include "traces/trace_check.hpp"
@@ -16,6 +19,27 @@ using npusim_test::Result;
 using npusim_test::run;
 
 nlohmann::json run_json(const std::string& args) { return npusim_test::json_of_success(run("kernel " + args + " --json"), args); }
+
+// docs/firmware.md's table of measured runs stays true: each row whose first cell is a `npusim kernel` call is run
+// and its kernel cycles compared with the documented figure (issue 24: a figure there had gone stale).
+TEST(KernelCli, DocumentedCyclesAreWhatTheKernelsTake) {
+  std::ifstream doc(std::string(NPUSIM_SOURCE_DIR) + "/docs/firmware.md");
+  ASSERT_TRUE(doc.good());
+  int rows = 0;
+  for (std::string line; std::getline(doc, line);) {
+    // | `kernel args` | cycles | notes |
+    if (line.rfind("| `", 0) != 0) continue;
+    const auto close = line.find("` | ", 3);
+    if (close == std::string::npos) continue;
+    const std::string call = line.substr(3, close - 3);
+    const std::string rest = line.substr(close + 4);
+    if (rest.empty() || !std::isdigit(static_cast<unsigned char>(rest[0]))) continue;  // the kernel list, not runs
+    const std::uint64_t documented = std::stoull(rest);
+    EXPECT_EQ(run_json(call)["kernel"]["cycles"].get<std::uint64_t>(), documented) << "docs/firmware.md: " << call;
+    ++rows;
+  }
+  EXPECT_EQ(rows, 4);
+}
 
 TEST(KernelCli, JsonHasTheContractKeys) {
   const auto j = run_json("vector_add -p n=65536");
