@@ -14,18 +14,20 @@ namespace npusim {
 namespace {
 
 // The open temporaries, for the signal handler: fixed storage it can read without allocating (unlink and write are
-// async-signal-safe). A file that finds no free slot is still atomic; only an interrupt would leave its temporary.
+// async-signal-safe). A slot is taken, its path written, and only then marked ready, so the handler never reads a
+// path being copied. A file that finds no free slot is still atomic; only an interrupt would leave its temporary.
 constexpr int kSlots = 64;
 constexpr std::size_t kPathMax = 4096;
 char g_tmp[kSlots][kPathMax];
-std::atomic<bool> g_used[kSlots];
+std::atomic<bool> g_taken[kSlots], g_ready[kSlots];
 
 int claim(const std::string& tmp) {
   if (tmp.size() >= kPathMax) return -1;
   for (int i = 0; i < kSlots; ++i) {
     bool expected = false;
-    if (!g_used[i].load() && g_used[i].compare_exchange_strong(expected, true)) {
+    if (g_taken[i].compare_exchange_strong(expected, true)) {
       std::memcpy(g_tmp[i], tmp.c_str(), tmp.size() + 1);
+      g_ready[i].store(true);
       return i;
     }
   }
@@ -33,12 +35,14 @@ int claim(const std::string& tmp) {
 }
 
 void release(int slot) {
-  if (slot >= 0) g_used[slot].store(false);
+  if (slot < 0) return;
+  g_ready[slot].store(false);
+  g_taken[slot].store(false);
 }
 
 extern "C" void on_interrupt(int sig) {
   for (int i = 0; i < kSlots; ++i)
-    if (g_used[i].load()) ::unlink(g_tmp[i]);
+    if (g_ready[i].load()) ::unlink(g_tmp[i]);
   const char* name = sig == SIGINT ? "SIGINT" : sig == SIGTERM ? "SIGTERM" : "a signal";
   const char* parts[] = {"npusim: interrupted by ", name, "; no output file was left half-written\n"};
   for (const char* p : parts) {

@@ -105,10 +105,6 @@ inline std::vector<FaUnit> units_of(const FaShape& s, const FaTiling& t, std::ui
   return out;
 }
 
-inline std::uint32_t query_blocks(const FaArgs& g) {
-  return u32(ceil_div(g.s.S, g.t.bq));
-}
-
 // Key blocks of a unit: all of them, or (causal, query i sees keys j <= i) up to the one holding its last row.
 inline std::uint32_t key_blocks(const FaShape& s, const FaTiling& t, std::uint32_t q0, std::uint32_t qr) {
   const std::uint32_t all = u32(ceil_div(s.SK, t.bk));

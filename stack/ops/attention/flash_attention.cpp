@@ -370,16 +370,19 @@ FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& c
           if (!fits(b.l1, buf.l1) || !fits(b.l0a, buf.l0a) || !fits(b.l0b, buf.l0b) || !fits(b.l0c, buf.l0c))
             break;  // no smaller rc helps
           if (!fits(b.ub, buf.ub)) continue;
-          if (split) t.rc = fastest_row_chunk(t, es, chip);  // every smaller chunk fits too
           t.first = balance_rows(s, t, StepCost(s, t, es, chip), chip.cube_cores());
           t.block_dim = u32(t.first.size() - 1);
           // Blocks as tall as the tallest unit the ranges were cut into (spread over many cores, a short sequence
-          // gives every core a few fractals): smaller buffers and workspace slots, the same units.
+          // gives every core a few fractals): smaller buffers and workspace slots, the same units. Then the row
+          // chunk for those blocks (every chunk up to the one that fit the taller blocks fits).
           std::uint64_t longest = 0;  // fractals of the longest range: no unit is taller
           for (std::uint32_t blk = 0; blk < t.block_dim; ++blk)
             longest = std::max(longest, t.first[blk + 1] - t.first[blk]);
           t.bq = u32(std::min<std::uint64_t>(t.bq, longest * 16));
-          if (split) t.rc = std::min(t.rc, u32(ceil_to(ceil_div(t.bq, 2), 8)));
+          if (split) {
+            t.rc = std::min(t.rc, u32(ceil_to(ceil_div(t.bq, 2), 8)));
+            t.rc = fastest_row_chunk(t, es, chip);
+          }
           const std::uint64_t rows = t.bq;
           t.slot_bytes = ceil_to(2 * (rows * bk * 4 + rows * bk * es + rows * d * 4), 512);
           return t;
@@ -479,10 +482,7 @@ OpDef flash_attention_op() {
     plan.workspace_bytes = chip.split() ? g.t.slot_bytes * g.t.block_dim : 0;
     // FLOPs of the two matmuls over the visible score entries (2 D each for Q K^T and P V): the usual count.
     double entries = 0;
-    for (std::uint32_t qb = 0; qb < query_blocks(g); ++qb) {
-      const std::uint32_t q0 = qb * g.t.bq, qr = std::min(g.t.bq, g.s.S - q0);
-      for (std::uint32_t i = q0; i < q0 + qr; ++i) entries += g.s.causal ? std::min(g.s.SK, i + 1) : g.s.SK;
-    }
+    for (std::uint32_t i = 0; i < g.s.S; ++i) entries += g.s.causal ? std::min(g.s.SK, i + 1) : g.s.SK;
     plan.flops = 4.0 * g.s.D * entries * g.s.B * g.s.N;
     std::uint64_t units = 0;
     for (std::uint32_t blk = 0; blk < g.t.block_dim; ++blk) units += units_of(g.s, g.t, blk).size();
