@@ -49,7 +49,10 @@ if [ ${#changed[@]} -gt 0 ]; then
   done
   if [ ${#units[@]} -gt 0 ]; then
     out=$(printf '%s\n' "${units[@]}" | xargs -P "$(nproc)" -n 4 "$tidy" -p "$build" --quiet 2>/dev/null || true)
-    found=$(grep -E "^[^ ]+:[0-9]+:[0-9]+: (warning|error):" <<<"$out" | grep -F -f <(printf '%s:\n' "${changed[@]}") | sort -u || true)
+    # clang-tidy 14 (Debian 12) predates x86's _Float16, which the compiler (g++) and later clang-tidy take: its
+    # "not supported on this target" is the tool's limit, not the code's.
+    found=$(grep -E "^[^ ]+:[0-9]+:[0-9]+: (warning|error):" <<<"$out" | grep -F -f <(printf '%s:\n' "${changed[@]}") |
+              grep -v "_Float16 is not supported on this target" | sort -u || true)
     if [ -n "$found" ]; then
       echo "$found"
       echo "check_style: clang-tidy's checks (.clang-tidy) fail in the changed files above" >&2

@@ -103,6 +103,58 @@ void bad_param(const std::string& api, const std::string& what, SourceLoc where)
                               api + " at " + hw::isa::format_loc(where) + ": " + what);
 }
 
+Instr load3d_instr(Space dst_space, std::uint64_t dst, Space src_space, std::uint64_t src, hw::isa::DType t,
+                   const LoadData3DParams& p, SourceLoc where) {
+  const char* api = "LoadData(LoadData3DParams)";
+  if (src_space != Space::kL1) bad_param(api, "the feature map must be in L1", where);
+  if (dst_space != Space::kL0A) bad_param(api, "img2col into L0A is modelled (into L0B, transposed, it is not)", where);
+  const std::uint32_t c0 = 32 / hw::isa::dtype_bytes(t);
+  auto need = [&](bool ok, const std::string& what) {
+    if (!ok) bad_param(api, what, where);
+  };
+  need(p.l1H > 0 && p.l1W > 0, "l1H and l1W must be positive");
+  need(p.channelSize > 0 && p.channelSize % c0 == 0, "channelSize " + std::to_string(p.channelSize) +
+                                                         " must be a positive multiple of C0 = " + std::to_string(c0) +
+                                                         " (the 4- and 8-channel forms are not modelled)");
+  need(p.strideW >= 1 && p.strideW <= 63 && p.strideH >= 1 && p.strideH <= 63, "strides must be in 1..63");
+  need(p.filterW >= 1 && p.filterW <= 511 && p.filterH >= 1 && p.filterH <= 511, "filter sizes must be in 1..511");
+  need(p.dilationFilterW >= 1 && p.dilationFilterH >= 1, "dilations must be at least 1");
+  Instr in;
+  in.op = Op::kLoad3d;
+  in.dtype = in.src_dtype = t;
+  in.dst_space = dst_space;
+  in.src_space = src_space;
+  in.dst = dst;
+  in.src0 = src;
+  in.where = where;
+  hw::isa::Img2colArgs& g = in.img2col;
+  g.l1_h = p.l1H;
+  g.l1_w = p.l1W;
+  g.channels = p.channelSize;
+  g.kh = p.filterH;
+  g.kw = p.filterW;
+  g.sh = p.strideH;
+  g.sw = p.strideW;
+  g.dh = p.dilationFilterH;
+  g.dw = p.dilationFilterW;
+  for (int i = 0; i < 4; ++i) g.pad[i] = p.padList[i];
+  g.pad_value = p.padValue;
+  g.m_start = p.mStartPt;
+  g.m_ext = p.mExtension;
+  g.k_start = p.kStartPt;
+  g.k_ext = p.kExtension;
+  need(hw::isa::img2col_out(g.l1_w, g.pad[0] + g.pad[1], g.kw, g.sw, g.dw) > 0 &&
+           hw::isa::img2col_out(g.l1_h, g.pad[2] + g.pad[3], g.kh, g.sh, g.dh) > 0,
+       "the dilated filter is larger than the padded map");
+  const std::uint64_t k_total = std::uint64_t{g.channels} * g.kh * g.kw;
+  need(g.k_ext > 0 && g.k_start % c0 == 0 && g.k_ext % c0 == 0,
+       "kStartPt and kExtension must be multiples of C0 = " + std::to_string(c0) + " and kExtension positive");
+  need(g.k_start + g.k_ext <= k_total, "kStartPt + kExtension = " + std::to_string(g.k_start + g.k_ext) +
+                                           " is past K = channelSize x filterH x filterW = " + std::to_string(k_total));
+  need(g.m_ext > 0, "mExtension must be positive");
+  return in;
+}
+
 Instr copy_instr(Space dst_space, std::uint64_t dst, Space src_space, std::uint64_t src, std::uint32_t nburst,
                  std::uint32_t burst_bytes, std::uint32_t src_gap, std::uint32_t dst_gap, SourceLoc where) {
   Instr in;

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <algorithm>
+#include <array>
 #include <cstdint>
 #include <cstring>
 #include <deque>
@@ -342,6 +343,18 @@ struct LoadData2DParams {
   std::uint16_t srcStride = 1;   // fractals between consecutive source fractals
   bool ifTranspose = false;
 };
+// LoadData 3D (img2col, L1 feature map in NC1HWC0 -> L0A), in the units of Ascend C's LoadData3DParamsV2: pixels
+// for the map, the pads, strides and dilations; elements for channelSize and the K and M starts and extents.
+// hw/isa/instr.hpp (Img2colArgs) defines the matrix it cuts from.
+struct LoadData3DParams {
+  std::array<std::uint8_t, 4> padList{};  // left, right, top, bottom
+  std::uint16_t l1H = 0, l1W = 0, channelSize = 0;
+  std::uint16_t kExtension = 0, mExtension = 0, kStartPt = 0, mStartPt = 0;
+  std::uint8_t strideW = 1, strideH = 1;
+  std::uint16_t filterW = 1, filterH = 1;  // Ascend C: filterW + 256 x filterSizeW
+  std::uint8_t dilationFilterW = 1, dilationFilterH = 1;
+  std::uint64_t padValue = 0;  // bit pattern of one element
+};
 struct MmadParams {
   std::uint16_t m = 0, n = 0, k = 0;
   bool cmatrixInitVal = true;  // true: C = A*B (+bias); false: C += A*B
@@ -360,6 +373,9 @@ hw::isa::Instr copy_instr(hw::isa::Space dst_space, std::uint64_t dst, hw::isa::
                           std::uint32_t nburst, std::uint32_t burst_bytes, std::uint32_t src_gap,
                           std::uint32_t dst_gap, SourceLoc where);
 [[noreturn]] void bad_param(const std::string& api, const std::string& what, SourceLoc where);
+// LoadData 3D's instruction after checking its parameters against what the hardware takes.
+hw::isa::Instr load3d_instr(hw::isa::Space dst_space, std::uint64_t dst, hw::isa::Space src_space, std::uint64_t src,
+                            hw::isa::DType t, const LoadData3DParams& p, SourceLoc where);
 // For --sanitize: the most recent set of this flag is left set at the kernel's end by design (a buffer's last
 // "free" that nothing needs to wait for). No instruction; never throws.
 void expect_left_set(pipe_t src, pipe_t dst, std::uint32_t id) noexcept;
@@ -461,6 +477,13 @@ void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadDa
   in.copy.transpose = p.ifTranspose;
   in.where = where;
   detail::issue(in);
+}
+
+// L1 feature map -> L0A, img2col on the fly (MTE1).
+template <class T>
+void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadData3DParams& p,
+              SourceLoc where = here()) {
+  detail::issue(detail::load3d_instr(dst.space(), dst.address(), src.space(), src.address(), dtype_of<T>(), p, where));
 }
 
 // L1 -> bias table (C2): `count` bias values converted to fp32 (MTE1).

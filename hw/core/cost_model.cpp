@@ -150,6 +150,7 @@ const config::PathParams* copy_path(const config::ChipConfig& cfg, const isa::In
     case isa::Op::kFixpipe: return &cfg.fixpipe;
     case isa::Op::kCopyL0cToUb: return &cfg.mte.l0c_to_ub;
     case isa::Op::kLoad2d: return d == Space::kL0B ? &cfg.mte.l1_to_l0b : &cfg.mte.l1_to_l0a;
+    case isa::Op::kLoad3d: return &cfg.mte.l1_to_l0a;  // img2col costs what a LoadData of its bytes does
     case isa::Op::kLoadBias: return &cfg.mte.l1_to_bt;
     case isa::Op::kCopyNd2Nz: return &cfg.mte.gm_to_l1;
     case isa::Op::kCopy:

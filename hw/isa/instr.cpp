@@ -4,6 +4,8 @@
 #include <cstdio>
 #include <string>
 
+#include "common/util/arith.hpp"
+
 namespace npusim::hw::isa {
 
 std::string_view pipe_name(Pipe p) {
@@ -54,6 +56,7 @@ std::string_view op_name(Op op) {
     case Op::kCopyPad: return "DataCopyPad";
     case Op::kCopyNd2Nz: return "DataCopyNd2Nz";
     case Op::kLoad2d: return "LoadData";
+    case Op::kLoad3d: return "LoadData3D";
     case Op::kLoadBias: return "DataCopyBias";
     case Op::kMmad: return "Mmad";
     case Op::kFixpipe: return "Fixpipe";
@@ -99,6 +102,12 @@ std::string_view op_name(Op op) {
   return "?";
 }
 
+std::uint32_t img2col_out(std::uint32_t in, std::uint32_t pads, std::uint32_t k, std::uint32_t s, std::uint32_t d) {
+  const std::uint64_t span = (std::uint64_t{k} - 1) * d + 1, padded = std::uint64_t{in} + pads;
+  if (k == 0 || s == 0 || span > padded) return 0;
+  return static_cast<std::uint32_t>((padded - span) / s + 1);
+}
+
 bool is_vector_op(Op op) { return op >= Op::kAdd && op <= Op::kGather; }
 bool is_sync_op(Op op) {
   return op >= Op::kSetFlag && op <= Op::kCrossWait;
@@ -125,6 +134,7 @@ std::uint64_t payload_bytes(const Instr& in) {
     case Op::kCopyPad: return static_cast<std::uint64_t>(c.nburst) * c.burst_bytes;
     case Op::kCopyNd2Nz: return static_cast<std::uint64_t>(c.rows) * c.cols * dtype_bytes(in.dtype);
     case Op::kLoad2d: return static_cast<std::uint64_t>(c.repeat) * 512;
+    case Op::kLoad3d: return ceil_to(std::uint64_t{in.img2col.m_ext}, 16) * in.img2col.k_ext * dtype_bytes(in.dtype);
     case Op::kLoadBias: return static_cast<std::uint64_t>(c.cols) * 4;
     case Op::kFixpipe: return static_cast<std::uint64_t>(in.cube.m) * in.cube.n * dtype_bytes(in.dtype);
     default: return 0;
@@ -223,7 +233,9 @@ Pipe pipe_of(const Instr& in) {
       return Pipe::kAll;
     }
     case Op::kCopyNd2Nz: return Pipe::kMte2;
-    case Op::kLoad2d: case Op::kLoadBias: return Pipe::kMte1;
+    case Op::kLoad2d:
+    case Op::kLoad3d:
+    case Op::kLoadBias: return Pipe::kMte1;
     case Op::kMmad: return Pipe::kM;
     case Op::kFixpipe: return Pipe::kFix;
     case Op::kCopyL0cToUb: return Pipe::kV;

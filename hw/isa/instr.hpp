@@ -28,32 +28,58 @@ std::string_view space_name(Space s);
 
 enum class Op : std::uint8_t {
   // MTE2 / MTE3 / MTE1 copies
-  kCopy,         // bursts of whole 32 B blocks between two spaces (GM<->UB, GM->L1, L1->UB, UB->L1, UB->UB)
-  kCopyPad,      // byte-granular bursts GM->UB (padded to 32 B in UB) or UB->GM
-  kCopyNd2Nz,    // GM ND matrix -> L1 NZ fractals
-  kLoad2d,       // L1 -> L0A/L0B fractal load, optional 16x16 transpose
-  kLoadBias,     // L1 (fp16/bf16/fp32) -> bias table (fp32), copy.cols elements
+  kCopy,       // bursts of whole 32 B blocks between two spaces (GM<->UB, GM->L1, L1->UB, UB->L1, UB->UB)
+  kCopyPad,    // byte-granular bursts GM->UB (padded to 32 B in UB) or UB->GM
+  kCopyNd2Nz,  // GM ND matrix -> L1 NZ fractals
+  kLoad2d,     // L1 -> L0A/L0B fractal load, optional 16x16 transpose
+  kLoad3d,     // L1 feature map (NC1HWC0) -> L0A, img2col on the fly (Img2colArgs)
+  kLoadBias,   // L1 (fp16/bf16/fp32) -> bias table (fp32), copy.cols elements
   // Cube
   kMmad,
   // FixPipe
   kFixpipe,      // L0C -> GM (NZ->ND) or L1 (NZ), with dtype conversion and optional ReLU
   kCopyL0cToUb,  // coupled cores: L0C -> UB, fractals unchanged (V pipe)
   // Vector, binary
-  kAdd, kSub, kMul, kDiv, kMax, kMin,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMax,
+  kMin,
   kFusedMulAdd,  // dst = src0 * dst + src1, one rounding
   // Vector, tensor-scalar
-  kAdds, kMuls, kMaxs, kMins,
+  kAdds,
+  kMuls,
+  kMaxs,
+  kMins,
   // Vector, unary
-  kExp, kLn, kAbs, kSqrt, kRsqrt, kReciprocal, kRelu,
-  kCast, kDuplicate,
+  kExp,
+  kLn,
+  kAbs,
+  kSqrt,
+  kRsqrt,
+  kReciprocal,
+  kRelu,
+  kCast,
+  kDuplicate,
   kBrcb,  // repeat r: the 8 elements src[8r .. 8r+7] each fill one 32 B block of dst
   // Vector, reductions
-  kReduceSum, kReduceMax, kReduceMin,             // whole repeat -> one value
-  kBlockReduceSum, kBlockReduceMax, kBlockReduceMin,  // each 32 B block -> one value
-  kCompare, kSelect, kTranspose,
+  kReduceSum,
+  kReduceMax,
+  kReduceMin,  // whole repeat -> one value
+  kBlockReduceSum,
+  kBlockReduceMax,
+  kBlockReduceMin,  // each 32 B block -> one value
+  kCompare,
+  kSelect,
+  kTranspose,
   kGather,  // dst lane i = the element at src0 + offsets[i] bytes (offsets: uint32 at src1, one per lane)
   // Synchronisation
-  kSetFlag, kWaitFlag, kBarrier, kCrossSet, kCrossWait,
+  kSetFlag,
+  kWaitFlag,
+  kBarrier,
+  kCrossSet,
+  kCrossWait,
   // Scalar pipe work (e.g. scalar loops the kernel declares explicitly)
   kScalar,
 };
@@ -94,6 +120,24 @@ struct CopyArgs {
   std::uint32_t src_stride = 512;
   bool transpose = false;
 };
+
+// kLoad3d: img2col of a feature map in L1 into L0A. The map is NC1HWC0: channels / C0 planes of l1_h x l1_w pixels,
+// each pixel's C0 = 32 / element-size channels in one 32 B block. The matrix it implies has one row per output
+// pixel of the padded map (m = ho * Wo + wo, Wo = (l1_w + left + right - ((kw - 1) dw + 1)) / sw + 1, Ho likewise)
+// and K = channels x kh x kw columns ordered (c1, kh, kw, c0), as the FRACTAL_Z weights are. The instruction
+// writes rows [m_start, m_start + m_ext) (whole fractals: m_ext rounds up to 16) and columns
+// [k_start, k_start + k_ext) as fractals of 16 rows x C0, m-major ((m / 16) * (k_ext / C0) + k / C0), the order
+// Mmad reads L0A in. Taps outside the map, and rows past Ho x Wo, read pad_value.
+struct Img2colArgs {
+  std::uint32_t l1_h = 0, l1_w = 0, channels = 0;
+  std::uint32_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  std::array<std::uint32_t, 4> pad{};  // left, right, top, bottom (pixels)
+  std::uint64_t pad_value = 0;         // bit pattern of one element
+  std::uint32_t m_start = 0, m_ext = 0, k_start = 0, k_ext = 0;
+};
+// The padded map's output size along one axis: (in + pads - ((k - 1) d + 1)) / s + 1, or 0 when the dilated
+// filter is larger than the padded map.
+std::uint32_t img2col_out(std::uint32_t in, std::uint32_t pads, std::uint32_t k, std::uint32_t s, std::uint32_t d);
 
 struct CubeArgs {
   std::uint32_t m = 0, k = 0, n = 0;
@@ -140,6 +184,7 @@ struct Instr {
   // Byte addresses for non-vector ops (Mmad: src0 = L0A, src1 = L0B, dst = L0C); kSelect keeps its lane mask at src1.
   std::uint64_t dst = 0, src0 = 0, src1 = 0;
   CopyArgs copy;
+  Img2colArgs img2col;
   CubeArgs cube;
   VecArgs vec;
   SyncArgs sync;

@@ -354,6 +354,36 @@ void exec_nd2nz(const Instr& in, MemoryView& mem) {
   }
 }
 
+// img2col (Img2colArgs): each destination element from its tap of the map, or the pad value.
+void exec_load3d(const Instr& in, MemoryView& mem) {
+  const Img2colArgs& g = in.img2col;
+  const std::uint32_t es = dtype_bytes(in.dtype), c0 = 32 / es;
+  const std::uint32_t wo = img2col_out(g.l1_w, g.pad[0] + g.pad[1], g.kw, g.sw, g.dw);
+  const std::uint32_t ho = img2col_out(g.l1_h, g.pad[2] + g.pad[3], g.kh, g.sh, g.dh);
+  const std::uint64_t rows = ceil_to(g.m_ext, 16), k1 = g.k_ext / c0, taps = std::uint64_t{g.kh} * g.kw;
+  const std::uint64_t plane = std::uint64_t{g.l1_h} * g.l1_w * 32;
+  const std::uint8_t* map = mem.local(Space::kL1, in.src0, g.channels / c0 * plane);
+  std::uint8_t* out = mem.local(in.dst_space, in.dst, rows * g.k_ext * es);
+  for (std::uint64_t i = 0; i < rows; ++i) {
+    const std::uint64_t m = g.m_start + i;
+    const bool row_in = m < std::uint64_t{ho} * wo;
+    const std::int64_t h0 = row_in ? static_cast<std::int64_t>(m / wo * g.sh) - g.pad[2] : 0;
+    const std::int64_t w0 = row_in ? static_cast<std::int64_t>(m % wo * g.sw) - g.pad[0] : 0;
+    for (std::uint64_t kb = 0; kb < k1; ++kb) {
+      const std::uint64_t kblock = g.k_start / c0 + kb, c1 = kblock / taps, tap = kblock % taps;
+      const std::int64_t h = h0 + static_cast<std::int64_t>(tap / g.kw * g.dh);
+      const std::int64_t w = w0 + static_cast<std::int64_t>(tap % g.kw * g.dw);
+      std::uint8_t* d = out + ((i / 16 * k1 + kb) * 16 + i % 16) * 32;
+      if (row_in && h >= 0 && h < g.l1_h && w >= 0 && w < g.l1_w) {
+        std::memcpy(d, map + c1 * plane + (static_cast<std::uint64_t>(h) * g.l1_w + static_cast<std::uint64_t>(w)) * 32,
+                    32);
+      } else {
+        for (std::uint32_t e = 0; e < c0; ++e) std::memcpy(d + e * es, &g.pad_value, es);
+      }
+    }
+  }
+}
+
 void exec_load2d(const Instr& in, MemoryView& mem) {
   const CopyArgs& c = in.copy;
   if (c.transpose && dtype_bytes(in.dtype) != 2) unsupported(in, "transposing loads take 16-bit element types");
@@ -477,6 +507,7 @@ void execute(const Instr& in, MemoryView& mem) {
     case Op::kCopyPad: exec_copy_pad(in, mem); return;
     case Op::kCopyNd2Nz: exec_nd2nz(in, mem); return;
     case Op::kLoad2d: exec_load2d(in, mem); return;
+    case Op::kLoad3d: exec_load3d(in, mem); return;
     case Op::kLoadBias: exec_load_bias(in, mem); return;
     case Op::kMmad: exec_mmad(in, mem); return;
     case Op::kFixpipe: exec_fixpipe(in, mem); return;
@@ -553,6 +584,14 @@ AccessList accesses(const Instr& in) {
       list.add(in.src_space, in.src0, static_cast<std::uint64_t>(c.repeat - 1) * c.src_stride + kFractalBytes, false, "src");
       list.add(in.dst_space, in.dst, static_cast<std::uint64_t>(c.repeat) * kFractalBytes, true, "dst");
       return list;
+    case Op::kLoad3d: {
+      const Img2colArgs& g = in.img2col;
+      if (g.m_ext == 0 || g.k_ext == 0) return list;
+      list.add(in.src_space, in.src0, static_cast<std::uint64_t>(g.channels) * dtype_bytes(in.dtype) * g.l1_h * g.l1_w,
+               false, "src");
+      list.add(in.dst_space, in.dst, payload_bytes(in), true, "dst");
+      return list;
+    }
     case Op::kLoadBias:
       list.add(in.src_space, in.src0, static_cast<std::uint64_t>(c.cols) * dtype_bytes(in.src_dtype), false, "src");
       list.add(in.dst_space, in.dst, static_cast<std::uint64_t>(c.cols) * 4, true, "dst");

@@ -37,6 +37,18 @@ struct MatMulCall {
   MatMulAct act = MatMulAct::kNone;
 };
 
+// A 2-D convolution on the formats the Cube takes (docs/ops.md, "Conv2D"): x in NC1HWC0, the weights in FRACTAL_Z
+// with groups packed per 16-channel block, the output in NC1HWC0; the bias and ReLU applied in the FixPipe.
+// Pads in ONNX's order: top, left, bottom, right.
+struct Conv2dCall {
+  static constexpr const char* kName = "Conv2dCall";
+  std::uint32_t cin = 0, cout = 0;  // channels (x's real channels; its planes are ceil(cin / 16))
+  std::uint32_t kh = 1, kw = 1, sh = 1, sw = 1, dh = 1, dw = 1;
+  std::uint32_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  std::uint32_t groups = 1;
+  bool bias = false, relu = false;
+};
+
 // Where a tensor's rows are, in elements: element (b, n, s, d) sits at offset + b*batch + n*head + s*row + d.
 struct AttentionStrides {
   std::uint64_t batch = 0, head = 0, row = 0, offset = 0;
@@ -126,8 +138,9 @@ struct FusedElementwiseCall {
   Shape shape;  // the output's
 };
 
-using Call = std::variant<Operands, CastCall, MatMulCall, FlashAttentionCall, SoftmaxCall, NormCall, RopeCall, ReduceCall,
-                          TransposeCall, SliceCall, ConcatCall, SplitCall, ExpandCall, FusedElementwiseCall>;
+using Call =
+    std::variant<Operands, CastCall, MatMulCall, Conv2dCall, FlashAttentionCall, SoftmaxCall, NormCall, RopeCall,
+                 ReduceCall, TransposeCall, SliceCall, ConcatCall, SplitCall, ExpandCall, FusedElementwiseCall>;
 
 // The alternative's name ("NormCall"), for errors.
 const char* call_name(const Call& c);

@@ -14,6 +14,7 @@ namespace npusim::stack::ops {
 std::vector<OpDef> elementwise_ops();
 std::vector<OpDef> matmul_ops();
 std::vector<OpDef> attention_ops();
+std::vector<OpDef> conv_ops();
 std::vector<OpDef> unary_ops();
 std::vector<OpDef> reduce_ops();
 std::vector<OpDef> transpose_ops();
@@ -132,6 +133,7 @@ const std::vector<OpDef>& all_ops() {
     for (auto& op : elementwise_ops()) v.push_back(std::move(op));
     for (auto& op : matmul_ops()) v.push_back(std::move(op));
     for (auto& op : attention_ops()) v.push_back(std::move(op));
+    for (auto& op : conv_ops()) v.push_back(std::move(op));
     for (auto& op : rows::row_ops()) v.push_back(std::move(op));
     for (auto& op : unary_ops()) v.push_back(std::move(op));
     for (auto& op : reduce_ops()) v.push_back(std::move(op));
@@ -144,9 +146,16 @@ const std::vector<OpDef>& all_ops() {
 }
 
 std::string kernel_name(const std::string& op) {
-  static const std::map<std::string, std::string> special = {
-      {"matmul", "MatMul"}, {"layernorm", "LayerNorm"}, {"rmsnorm", "RMSNorm"}, {"swiglu", "SwiGLU"},
-      {"rope", "RoPE"}, {"add_layernorm", "AddLayerNorm"}, {"rope_interleaved", "RoPEInterleaved"}, {"silu", "SiLU"}, {"gelu_tanh", "GeluTanh"}};
+  static const std::map<std::string, std::string> special = {{"matmul", "MatMul"},
+                                                             {"conv2d", "Conv2D"},
+                                                             {"layernorm", "LayerNorm"},
+                                                             {"rmsnorm", "RMSNorm"},
+                                                             {"swiglu", "SwiGLU"},
+                                                             {"rope", "RoPE"},
+                                                             {"add_layernorm", "AddLayerNorm"},
+                                                             {"rope_interleaved", "RoPEInterleaved"},
+                                                             {"silu", "SiLU"},
+                                                             {"gelu_tanh", "GeluTanh"}};
   if (const auto it = special.find(op); it != special.end()) return it->second;
   std::string out;
   bool up = true;

@@ -59,6 +59,25 @@ TEST(CostModel, CopyIsSetupPlusBytesOverRate) {
   EXPECT_EQ(copy_cycles(c.mte.ub_to_gm, 0), 0u);
 }
 
+// Load3D (img2col) moves its destination's bytes over the L1 -> L0A path, as a LoadData of the same bytes does
+// (the PTO-ISA A2/A3 cost model charges both by bytes at one rate): 20 rows round up to 32, x 48 fp16 columns.
+TEST(CostModel, Img2colCostsTheBytesItWritesAtTheLoadRate) {
+  const config::ChipConfig c = config::load_config("910b").chip;
+  isa::Instr in;
+  in.op = isa::Op::kLoad3d;
+  in.dtype = isa::DType::kFp16;
+  in.src_space = isa::Space::kL1;
+  in.dst_space = isa::Space::kL0A;
+  in.img2col.m_ext = 20;
+  in.img2col.k_ext = 48;
+  EXPECT_EQ(instr_cost(c, in).cycles, copy_cycles(c.mte.l1_to_l0a, 32u * 48u * 2u));
+  isa::Instr ld;
+  ld.op = isa::Op::kLoad2d;
+  ld.dst_space = isa::Space::kL0A;
+  ld.copy.repeat = 32 * 48 / 256;  // the same bytes as fractals
+  EXPECT_EQ(instr_cost(c, in).cycles, instr_cost(c, ld).cycles);
+}
+
 // Property: doubling a path's rate halves the bandwidth-bound part of a large copy (exactly, for divisible sizes).
 TEST(CostModel, DoublingARateHalvesTheTransferPart) {
   const config::ChipConfig a = config::load_config("910b", {"mte.ub_to_gm.bytes_per_cycle=64"}).chip;

@@ -152,7 +152,8 @@ TEST(VectorSemantics, MaskAndStridesSelectLanesAndBlocks) {
   for (int r = 0; r < 2; ++r) {
     for (int l = 0; l < 64; ++l) {
       const bool on = in.vec.mask.test(l);
-      const float src = static_cast<float>(r * 256 + (l / 8) * 16 + l % 8);
+      const int lane = r * 256 + (l / 8) * 16 + l % 8;
+      const float src = static_cast<float>(lane);
       EXPECT_EQ(m.ub<float>(0x4000)[r * 128 + l], on ? src + 0.5f : -1.0f) << r << "/" << l;
     }
   }
@@ -514,6 +515,61 @@ TEST(CubeSemantics, Fp16MmadAccumulatesInFp32AndFixpipeConvertsToNd) {
       EXPECT_NEAR(got, want, std::abs(want) * 1e-3 + 1e-4) << i << "," << j;
     }
   }
+}
+
+// img2col against the definition (the vendor's Load3D pseudocode): the map padded on all sides, output pixel m =
+// ho x Wo + wo, column k = ((c1 x kh + i) x kw + j) x C0 + c0, rows cut as fractals of 16 x C0, m-major.
+TEST(CubeSemantics, Load3dCutsTheImg2colMatrixOfAPaddedStridedDilatedMap) {
+  TestMemory m;
+  const std::uint32_t C = 32, H = 5, W = 7, kh = 3, kw = 2, sh = 2, sw = 1, dh = 1, dw = 2;
+  const std::uint32_t pl = 1, pr = 0, pt = 1, pb = 2;
+  auto* l1 = reinterpret_cast<std::uint16_t*>(m.local(Space::kL1, 0, 0));
+  for (std::uint32_t i = 0; i < C * H * W; ++i) l1[i] = static_cast<std::uint16_t>(i + 1);  // NC1HWC0, no zeros
+  Instr ld;
+  ld.op = Op::kLoad3d;
+  ld.dtype = ld.src_dtype = DType::kFp16;
+  ld.src_space = Space::kL1;
+  ld.dst_space = Space::kL0A;
+  Img2colArgs& g = ld.img2col;
+  g.l1_h = H;
+  g.l1_w = W;
+  g.channels = C;
+  g.kh = kh;
+  g.kw = kw;
+  g.sh = sh;
+  g.sw = sw;
+  g.dh = dh;
+  g.dw = dw;
+  g.pad = {pl, pr, pt, pb};
+  g.pad_value = 0xABCD;
+  g.m_start = 3;
+  g.m_ext = 20;  // 32 rows written
+  g.k_start = 16;
+  g.k_ext = 48;
+  const std::uint32_t wo = (W + pl + pr - ((kw - 1) * dw + 1)) / sw + 1,
+                      ho = (H + pt + pb - ((kh - 1) * dh + 1)) / sh + 1;
+  ASSERT_EQ(wo, 6u);
+  ASSERT_EQ(ho, 3u);  // 18 output pixels: rows 3..17 exist, 18..34 are past the map
+  execute(ld, m);
+  const auto* l0a = reinterpret_cast<const std::uint16_t*>(m.local(Space::kL0A, 0, 0));
+  int pads = 0;
+  for (std::uint32_t r = 0; r < 32; ++r) {
+    for (std::uint32_t col = 0; col < 48; ++col) {
+      const std::uint32_t mm = g.m_start + r, k = g.k_start + col;
+      const std::uint32_t c1 = k / 16 / (kh * kw), i = k / 16 % (kh * kw) / kw, j = k / 16 % kw, c0 = k % 16;
+      std::uint16_t want = 0xABCD;
+      if (mm < ho * wo) {
+        const int h = static_cast<int>(mm / wo * sh + i * dh) - static_cast<int>(pt);
+        const int w = static_cast<int>(mm % wo * sw + j * dw) - static_cast<int>(pl);
+        if (h >= 0 && h < static_cast<int>(H) && w >= 0 && w < static_cast<int>(W))
+          want = l1[((c1 * H + static_cast<std::uint32_t>(h)) * W + static_cast<std::uint32_t>(w)) * 16 + c0];
+      }
+      pads += want == 0xABCD;
+      EXPECT_EQ(l0a[((r / 16) * 3 + col / 16) * 256 + (r % 16) * 16 + col % 16], want) << r << "," << col;
+    }
+  }
+  EXPECT_GT(pads, 17 * 48);  // the rows past the map and some padded taps were exercised
+  EXPECT_EQ(payload_bytes(ld), 32u * 48u * 2u);
 }
 
 TEST(CubeSemantics, Load2dTransposesFractalsAndUnsupportedFormsAreErrors) {

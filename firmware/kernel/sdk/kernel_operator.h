@@ -323,6 +323,65 @@ void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadDa
   k::LoadData(dst, src, k::LoadData2DParams{p.startIndex, p.repeatTimes, p.srcStride, p.ifTranspose}, where);
 }
 
+// LoadData 3D (img2col from an NC1HWC0 feature map in L1 into L0A), LoadData3DParamsV2's fields in its order.
+template <class T>
+struct LoadData3DParamsV2 {
+  std::uint8_t padList[4] = {0, 0, 0, 0};  // left, right, top, bottom
+  std::uint16_t l1H = 0, l1W = 0, channelSize = 0, kExtension = 0, mExtension = 0, kStartPt = 0, mStartPt = 0;
+  std::uint8_t strideW = 1, strideH = 1, filterW = 1, filterH = 1, dilationFilterW = 1, dilationFilterH = 1;
+  bool enTranspose = false, enSmallK = false;
+  T padValue = T(0);
+  bool filterSizeW = false, filterSizeH = false, fMatrixCtrl = false;
+  LoadData3DParamsV2() = default;
+  LoadData3DParamsV2(const std::uint8_t padList_[4], std::uint16_t l1H_, std::uint16_t l1W_, std::uint16_t channelSize_,
+                     std::uint16_t kExtension_, std::uint16_t mExtension_, std::uint16_t kStartPt_,
+                     std::uint16_t mStartPt_, std::uint8_t strideW_, std::uint8_t strideH_, std::uint8_t filterW_,
+                     std::uint8_t filterH_, std::uint8_t dilationFilterW_, std::uint8_t dilationFilterH_,
+                     bool enTranspose_, bool enSmallK_, T padValue_)
+      : l1H(l1H_),
+        l1W(l1W_),
+        channelSize(channelSize_),
+        kExtension(kExtension_),
+        mExtension(mExtension_),
+        kStartPt(kStartPt_),
+        mStartPt(mStartPt_),
+        strideW(strideW_),
+        strideH(strideH_),
+        filterW(filterW_),
+        filterH(filterH_),
+        dilationFilterW(dilationFilterW_),
+        dilationFilterH(dilationFilterH_),
+        enTranspose(enTranspose_),
+        enSmallK(enSmallK_),
+        padValue(padValue_) {
+    for (int i = 0; i < 4; ++i) padList[i] = padList_[i];
+  }
+};
+template <class T>
+void LoadData(const LocalTensor<T>& dst, const LocalTensor<T>& src, const LoadData3DParamsV2<T>& p,
+              SourceLoc where = here()) {
+  if (p.enTranspose || p.enSmallK || p.fMatrixCtrl)
+    k::detail::bad_param("LoadData(LoadData3DParamsV2)", "enTranspose, enSmallK and fMatrixCtrl are not modelled",
+                         where);
+  k::LoadData3DParams q;
+  for (int i = 0; i < 4; ++i) q.padList[static_cast<std::size_t>(i)] = p.padList[i];
+  q.l1H = p.l1H;
+  q.l1W = p.l1W;
+  q.channelSize = p.channelSize;
+  q.kExtension = p.kExtension;
+  q.mExtension = p.mExtension;
+  q.kStartPt = p.kStartPt;
+  q.mStartPt = p.mStartPt;
+  q.strideW = p.strideW;
+  q.strideH = p.strideH;
+  q.filterW = static_cast<std::uint16_t>(p.filterW + (p.filterSizeW ? 256 : 0));
+  q.filterH = static_cast<std::uint16_t>(p.filterH + (p.filterSizeH ? 256 : 0));
+  q.dilationFilterW = p.dilationFilterW;
+  q.dilationFilterH = p.dilationFilterH;
+  std::memcpy(&q.padValue, &p.padValue, sizeof(T));
+  k::LoadData(dst, src, q, where);
+}
+
 struct MmadParams {
   std::uint16_t m = 0, n = 0, k = 0;
   bool isBias = false;
@@ -436,7 +495,6 @@ NPUSIM_SDK_MISSING(Power)
 NPUSIM_SDK_MISSING(Sort)
 NPUSIM_SDK_MISSING(GatherMask)
 NPUSIM_SDK_MISSING(Pad)
-NPUSIM_SDK_MISSING(LoadData3D)
 NPUSIM_SDK_MISSING(SetAtomicAdd)
 NPUSIM_SDK_MISSING(SetAtomicNone)
 NPUSIM_SDK_MISSING(SetVectorMask)
