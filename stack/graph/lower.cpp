@@ -2,6 +2,7 @@
 
 #include <algorithm>
 
+#include "stack/graph/layouts.hpp"
 #include "stack/graph/onnx_ops/lowerer.hpp"
 #include "stack/graph/onnx_ops/op_table.hpp"
 
@@ -62,6 +63,7 @@ Program lower(const Graph& g) {
   for (ValueId in : g.inputs) p.inputs.push_back(l.tensor(in, "graph input"));
   for (NodeId id : g.topo_order()) lower_node(l, g.node(id));
   for (ValueId out : g.outputs) p.outputs.push_back(l.tensor(out, "graph output"));
+  propagate_nc1hwc0(p);
   drop_unread_steps(p);
   return std::move(p);
 }

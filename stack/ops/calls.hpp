@@ -49,6 +49,20 @@ struct Conv2dCall {
   bool bias = false, relu = false;
 };
 
+// 2-D pooling windows (max_pool on NC1HWC0); pads in ONNX's order: top, left, bottom, right.
+struct PoolCall {
+  static constexpr const char* kName = "PoolCall";
+  std::uint32_t kh = 2, kw = 2, sh = 1, sw = 1, dh = 1, dw = 1;
+  std::uint32_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+};
+
+// NCHW <-> NC1HWC0: to_5hd pads the channels to whole planes of 16 with 0; the other way keeps `channels`.
+struct TransDataCall {
+  static constexpr const char* kName = "TransDataCall";
+  bool to_5hd = true;
+  std::uint32_t channels = 0;  // to NCHW: the real channels
+};
+
 // Where a tensor's rows are, in elements: element (b, n, s, d) sits at offset + b*batch + n*head + s*row + d.
 struct AttentionStrides {
   std::uint64_t batch = 0, head = 0, row = 0, offset = 0;
@@ -138,9 +152,9 @@ struct FusedElementwiseCall {
   Shape shape;  // the output's
 };
 
-using Call =
-    std::variant<Operands, CastCall, MatMulCall, Conv2dCall, FlashAttentionCall, SoftmaxCall, NormCall, RopeCall,
-                 ReduceCall, TransposeCall, SliceCall, ConcatCall, SplitCall, ExpandCall, FusedElementwiseCall>;
+using Call = std::variant<Operands, CastCall, MatMulCall, Conv2dCall, PoolCall, TransDataCall, FlashAttentionCall,
+                          SoftmaxCall, NormCall, RopeCall, ReduceCall, TransposeCall, SliceCall, ConcatCall, SplitCall,
+                          ExpandCall, FusedElementwiseCall>;
 
 // The alternative's name ("NormCall"), for errors.
 const char* call_name(const Call& c);

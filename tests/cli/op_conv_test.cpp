@@ -127,6 +127,29 @@ TEST(OpConv, CubeTimeIsTheMmadsFractalSteps) {
   EXPECT_EQ(sum_over_cores(chip, "cube", "busy_cycles"), cycles);
 }
 
+// trans_data against its reference bit for bit (a layout change rounds nothing): channels that do not fill the
+// last plane (0 in the padded lanes of NC1HWC0), pixel counts that are not whole 16-pixel groups, both directions.
+TEST(OpConv, TransDataConvertsNchwAndNc1hwc0BothWays) {
+  for (const char* args :
+       {"-p shape=2x3x17x19 -p to=5hd", "-p shape=1x40x33x7 -p to=5hd --dtype bf16", "-p shape=1x64x56x56 -p to=5hd",
+        "-p shape=2x3x17x19x16 -p to=nchw -p channels=40", "-p shape=1x2x100x100x16 -p to=nchw -p channels=24"}) {
+    const auto j = op_json(std::string("trans_data --check ") + args);
+    EXPECT_EQ(j["check"]["max_abs_err"].get<double>(), 0.0) << args << " " << j["check"];
+  }
+}
+
+// max_pool on NC1HWC0 against the definition (padding is -inf: taps outside the map never win), ResNet's stem
+// pooling, uneven windows with dilation and pads, a row of more than 255 repeats' worth of pixels (a larger UB).
+TEST(OpConv, MaxPoolMatchesTheDefinition) {
+  for (const char* args : {"-p shape=2x3x17x19x16 -p kernel=3 -p stride=2 -p pad=1",
+                           "-p shape=1x4x112x112x16 -p kernel=3 -p stride=2 -p pad=1",
+                           "-p shape=1x2x9x10x16 -p kernel=2,3 -p stride=1,2 -p dilation=2 -p pad=0,1,1,2 --dtype bf16",
+                           "-p shape=1x1x2x2100x16 -p kernel=1,2 --set buffers.ub.size=512KiB"}) {
+    const auto j = op_json(std::string("max_pool --check ") + args);
+    EXPECT_EQ(j["check"]["max_abs_err"].get<double>(), 0.0) << args << " " << j["check"];
+  }
+}
+
 TEST(OpConv, BadCallsAreClearErrors) {
   npusim_test::expect_input_errors({
       {"op conv2d -p C=16 -p H=8 -p W=8", "parameter 'cout' is required"},
@@ -138,6 +161,14 @@ TEST(OpConv, BadCallsAreClearErrors) {
       {"op conv2d -p C=16 -p H=8 -p W=8 -p cout=16 --dtype fp32", "conv2d takes fp16 or bf16"},
       {"op conv2d -p C=16 -p H=8 -p W=8 -p cout=16 -p bias=1 --config 910", "bias table, which chip 910 does not have"},
       {"op conv2d -p C=16 -p H=8 -p W=8 -p cout=16 -p stride=64", "stride='64' is not an integer in 0..63"},
+      {"op trans_data -p shape=2x3x4x5", "parameter 'to' is required"},
+      {"op trans_data -p shape=2x3x4x5 -p to=nhwc", "to='nhwc' is not one of 5hd, nchw"},
+      {"op trans_data -p shape=2x3x4x5x16 -p to=nchw", "needs -p channels=C"},
+      {"op trans_data -p shape=2x3x4x5x16 -p to=nchw -p channels=60", "channels=60 do not fill the 3 channel planes"},
+      {"op trans_data -p shape=2x3x4x5 -p to=5hd --dtype fp32", "trans_data takes fp16 or bf16"},
+      {"op max_pool -p shape=1x1x8x8", "x must be NC1HWC0"},
+      {"op max_pool -p shape=1x1x8x8x16 -p kernel=3 -p pad=3", "each pad must be smaller than the dilated kernel"},
+      {"op max_pool -p shape=1x1x2x8x16 -p kernel=3", "larger than the padded map"},
   });
 }
 

@@ -16,6 +16,7 @@ std::vector<OpInfo> build_table() {
   add_activations(t);
   add_row_ops(t);
   add_cube_ops(t);
+  add_conv_ops(t);
   add_fused_vector_ops(t);
   return t;
 }

@@ -108,6 +108,8 @@ void add_elementwise(std::vector<OpInfo>& table);  // elementwise.cpp: arithmeti
 void add_activations(std::vector<OpInfo>& table);  // activations.cpp: LeakyRelu... PRelu, Clip
 void add_row_ops(std::vector<OpInfo>& table);      // row_ops.cpp: Softmax, LogSoftmax, LayerNormalization, reductions
 void add_cube_ops(std::vector<OpInfo>& table);  // cube_ops.cpp: MatMul, Gemm, npusim.MatMulBias, npusim.FlashAttention
-void add_fused_vector_ops(std::vector<OpInfo>& table);  // fused_vector_ops.cpp: the other npusim ops
+void add_fused_vector_ops(std::vector<OpInfo>& table);
+void add_conv_ops(std::vector<OpInfo>& table);  // conv_ops.cpp: Conv, npusim.Conv, GlobalAveragePool  //
+                                                // fused_vector_ops.cpp: the other npusim ops
 
 }  // namespace npusim::stack::graph::onnx_ops

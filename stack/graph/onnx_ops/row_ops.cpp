@@ -76,22 +76,37 @@ void lower_layernorm(Lowerer& l, const Node& n) {
   l.program().steps.back().shapes = {{rows, h}, {h}, {h}};
 }
 
-// One axis (ReduceSum's from input 1, opset 13 on, or the attribute); keepdims or not, the output is a view of the
-// reduced tensor (the same bytes).
+// One axis or several adjacent ones (ReduceSum's from input 1, opset 13 on, or the attribute; e.g. a mean over H and
+// W), merged into one by viewing the input with their product as one dim; keepdims or not, the output is a view of
+// the reduced tensor (the same bytes).
 void lower_reduce(Lowerer& l, const Node& n) {
   const std::string& op = n.op_type;
   const int x = l.in(n, 0);
+  const ops::Shape& xs = l.t(x).desc.shape;
   std::vector<std::int64_t> axes = op == "ReduceSum" ? l.ints_of(n, 1, "axes") : std::vector<std::int64_t>{};
   if (const Attribute* a = n.attr("axes")) axes = a->ints;
-  if (axes.size() != 1) l.fail(n, "exactly one reduction axis is supported");
-  const std::int64_t axis = l.axis_in(n, axes[0], l.t(x).desc.shape.size());
-  ops::Shape reduced;
-  for (std::size_t i = 0; i < l.t(x).desc.shape.size(); ++i)
-    if (static_cast<std::int64_t>(i) != axis) reduced.push_back(l.t(x).desc.shape[i]);
+  if (axes.empty()) l.fail(n, "a reduction over all axes is not supported: name the axes");
+  for (std::int64_t& a : axes) a = l.axis_in(n, a, xs.size());
+  std::sort(axes.begin(), axes.end());
+  for (std::size_t i = 1; i < axes.size(); ++i)
+    if (axes[i] != axes[i - 1] + 1) l.fail(n, "the reduction axes must be adjacent (one axis, or e.g. H and W)");
+  const auto first = static_cast<std::size_t>(axes.front()), last = static_cast<std::size_t>(axes.back());
+  ops::Shape seen, reduced;  // the input with the axes merged, and the output
+  std::uint64_t merged = 1;
+  for (std::size_t i = 0; i < xs.size(); ++i) {
+    if (i < first || i > last) {
+      seen.push_back(xs[i]);
+      reduced.push_back(xs[i]);
+    } else {
+      merged *= xs[i];
+      if (i == last) seen.push_back(merged);
+    }
+  }
   if (reduced.empty()) reduced = {1};
   const int r = l.temp(n.name + "/reduced", ops::TensorDesc{reduced, l.t(x).desc.dtype});
   const std::string name = op == "ReduceSum" ? "reduce_sum" : op == "ReduceMean" ? "reduce_mean" : "reduce_max";
-  l.step(n, name, ops::ReduceCall{axis}, {x}, {r});
+  l.step(n, name, ops::ReduceCall{static_cast<std::int64_t>(first)}, {x}, {r});
+  if (axes.size() > 1) l.program().steps.back().shapes.push_back(seen);
   l.view(n, n.outputs[0], r);
 }
 

@@ -40,6 +40,9 @@ int fuse_gelu(Graph& g);
 int fuse_add_layernorm(Graph& g);
 // MatMul(x, W[K, N]) -> Add(bias[N]) [-> npusim.Gelu | Relu] -> npusim.MatMulBias (act attribute).
 int fuse_matmul_epilogue(Graph& g);
+// Conv(x, W) [-> BatchNormalization, folded into W and the bias] [-> Relu] -> npusim.Conv (relu attribute)
+// (fuse_conv.cpp).
+int fuse_conv(Graph& g);
 // Connected elementwise nodes of one shape -> npusim.FusedElementwise (expr attribute) (fuse_elementwise.cpp).
 int fuse_elementwise(Graph& g);
 

@@ -1,0 +1,221 @@
+// max_pool on NC1HWC0, the layout CANN pools in: a pixel's 16 channels of a plane are one 32 B block, so a vector
+// repeat covers 8 output pixels and a window tap is one Max whose second operand steps `stride` blocks a pixel.
+// A unit is a band of output rows of one image's channel plane: MTE2 brings the input rows the band reads (one
+// contiguous copy), the Vector unit takes per output row and tap the Max of the pixels whose tap falls inside the
+// map (padding is never read: it is -inf, as ONNX's MaxPool defines it), MTE3 writes the band (one copy).
+#include <algorithm>
+#include <limits>
+
+#include "common/util/error.hpp"
+#include "hw/isa/instr.hpp"
+#include "stack/ops/kernel_util.hpp"
+#include "stack/ops/op.hpp"
+
+namespace npusim::stack::ops {
+
+using hw::isa::DType;
+
+namespace {
+
+constexpr std::uint64_t kC0 = 16;
+
+struct PoolArgs {
+  GM_ADDR x = 0, out = 0;
+  PoolCall c;
+  std::uint64_t n = 0, c1 = 0, h = 0, w = 0, ho = 0, wo = 0;
+  std::uint64_t band = 0;     // output rows per unit
+  std::uint64_t in_rows = 0;  // input rows a band reads at most
+};
+
+// Output columns [lo, hi] whose tap j reads an input column inside the map, or lo > hi when none does.
+std::pair<std::int64_t, std::int64_t> columns(const PoolArgs& a, std::uint64_t j) {
+  const std::int64_t off = static_cast<std::int64_t>(j * a.c.dw) - a.c.pad_left;  // input column of output 0's tap
+  const std::int64_t sw = a.c.sw;
+  const std::int64_t lo = off >= 0 ? 0 : (-off + sw - 1) / sw;
+  const std::int64_t last = static_cast<std::int64_t>(a.w) - 1 - off;
+  const std::int64_t hi = last < 0 ? -1 : std::min<std::int64_t>(static_cast<std::int64_t>(a.wo) - 1, last / sw);
+  return {lo, hi};
+}
+
+template <class T>
+void max_pool_kernel(const PoolArgs& a) {
+  const PoolCall& c = a.c;
+  const std::uint64_t bands = ceil_div(a.ho, a.band), units = a.n * a.c1 * bands;
+  TPipe pipe;
+  TQue<TPosition::VECIN, 2> qin;
+  TQue<TPosition::VECOUT, 2> qout;
+  pipe.InitBuffer(qin, 2, a.in_rows * a.w * kC0 * sizeof(T));
+  pipe.InitBuffer(qout, 2, a.band * a.wo * kC0 * sizeof(T));
+  GlobalTensor<T> gx, gout;
+  gx.SetGlobalBuffer(a.x);
+  gout.SetGlobalBuffer(a.out);
+  for (std::uint64_t u = GetBlockIdx(); u < units; u += GetBlockNum()) {
+    const std::uint64_t plane = u / bands, y0 = u % bands * a.band, ny = std::min(a.band, a.ho - y0);
+    // Input rows [h0, h1) the band's windows touch, clipped to the map.
+    const std::int64_t top = static_cast<std::int64_t>(y0 * c.sh) - c.pad_top;
+    const std::int64_t bottom = static_cast<std::int64_t>((y0 + ny - 1) * c.sh + (c.kh - 1) * c.dh) - c.pad_top + 1;
+    const std::uint64_t h0 = static_cast<std::uint64_t>(std::max<std::int64_t>(0, top));
+    const std::uint64_t h1 = static_cast<std::uint64_t>(std::min<std::int64_t>(static_cast<std::int64_t>(a.h), bottom));
+    LocalTensor<T> in = qin.AllocTensor<T>();
+    DataCopy(in, gx[(plane * a.h + h0) * a.w * kC0], (h1 - h0) * a.w * kC0);
+    qin.EnQue(in);
+    in = qin.DeQue<T>();
+    LocalTensor<T> out = qout.AllocTensor<T>();
+    Duplicate(out, -std::numeric_limits<float>::infinity(), ny * a.wo * kC0);
+    for (std::uint64_t y = 0; y < ny; ++y) {
+      for (std::uint64_t i = 0; i < c.kh; ++i) {
+        const std::int64_t hi = static_cast<std::int64_t>((y0 + y) * c.sh + i * c.dh) - c.pad_top;
+        if (hi < 0 || hi >= static_cast<std::int64_t>(a.h)) continue;
+        for (std::uint64_t j = 0; j < c.kw; ++j) {
+          const auto [lo, last] = columns(a, j);
+          if (lo > last) continue;
+          const std::uint64_t wi = static_cast<std::uint64_t>(lo) * c.sw + j * c.dw - c.pad_left;
+          const LocalTensor<T> dst = out[(y * a.wo + static_cast<std::uint64_t>(lo)) * kC0];
+          const LocalTensor<T> src = in[((static_cast<std::uint64_t>(hi) - h0) * a.w + wi) * kC0];
+          // 8 pixels a repeat: the output's blocks in a row, the input's `sw` blocks apart.
+          const std::uint64_t pixels = static_cast<std::uint64_t>(last - lo + 1);
+          for (std::uint64_t p = 0; p < pixels; p += 8 * 255) {
+            const std::uint64_t np = std::min<std::uint64_t>(8 * 255, pixels - p);
+            const std::uint64_t full = np / 8, tail = np % 8;
+            const BinaryRepeatParams rp{1, 1, u8(c.sw), 8, 8, u8(8 * c.sw)};
+            if (full > 0) Max(dst[p * kC0], dst[p * kC0], src[p * c.sw * kC0], 128, u8(full), rp);
+            if (tail > 0)
+              Max(dst[(p + full * 8) * kC0], dst[(p + full * 8) * kC0], src[(p + full * 8) * c.sw * kC0], tail * kC0, 1,
+                  rp);
+          }
+        }
+      }
+    }
+    qin.FreeTensor(in);
+    qout.EnQue(out);
+    out = qout.DeQue<T>();
+    DataCopy(gout[(plane * a.ho + y0) * a.wo * kC0], out, ny * a.wo * kC0);
+    qout.FreeTensor(out);
+  }
+}
+
+std::vector<std::uint32_t> ints(const Params& p, const std::string& key, std::size_t n, std::uint32_t def,
+                                std::uint32_t min, std::uint32_t max) {
+  const auto it = p.find(key);
+  if (it == p.end()) return std::vector<std::uint32_t>(n, def);
+  std::vector<std::uint32_t> v;
+  std::size_t start = 0;
+  while (start <= it->second.size()) {
+    const std::size_t comma = std::min(it->second.find(',', start), it->second.size());
+    const std::uint32_t x = param_uint({{key, it->second.substr(start, comma - start)}}, key, 0, max);
+    if (x < min)
+      throw InputError("parameter " + key + "='" + it->second + "': each value must be at least " +
+                       std::to_string(min));
+    v.push_back(x);
+    start = comma + 1;
+  }
+  if (v.size() == 1) v.assign(n, v[0]);
+  if (v.size() != n)
+    throw InputError("parameter " + key + "='" + it->second + "' takes 1 or " + std::to_string(n) + " values");
+  return v;
+}
+
+PoolCall parse_call(const Params& p) {
+  PoolCall c;
+  const auto k = ints(p, "kernel", 2, 2, 1, 255), s = ints(p, "stride", 2, 1, 1, 31);
+  const auto d = ints(p, "dilation", 2, 1, 1, 255), pad = ints(p, "pad", 4, 0, 0, 255);
+  c.kh = k[0];
+  c.kw = k[1];
+  c.sh = s[0];
+  c.sw = s[1];
+  c.dh = d[0];
+  c.dw = d[1];
+  c.pad_top = pad[0];
+  c.pad_left = pad[1];
+  c.pad_bottom = pad[2];
+  c.pad_right = pad[3];
+  return c;
+}
+
+PoolArgs args_of(const Shape& x, const PoolCall& c) {
+  if (x.size() != 5 || x[4] != kC0)
+    throw InputError("max_pool: x must be NC1HWC0 [N, C1, H, W, 16], got " + shape_string(x));
+  if (c.kh == 0 || c.kw == 0 || c.sh == 0 || c.sw == 0 || c.dh == 0 || c.dw == 0 || c.sw > 31)
+    throw InputError("max_pool: kernel, dilation and stride must be positive, the width stride at most 31");
+  const std::uint64_t span_h = (c.kh - 1ULL) * c.dh + 1, span_w = (c.kw - 1ULL) * c.dw + 1;
+  if (c.pad_top >= span_h || c.pad_bottom >= span_h || c.pad_left >= span_w || c.pad_right >= span_w)
+    throw InputError("max_pool: each pad must be smaller than the dilated kernel (a window inside the padding alone)");
+  PoolArgs a;
+  a.c = c;
+  a.n = x[0];
+  a.c1 = x[1];
+  a.h = x[2];
+  a.w = x[3];
+  a.ho = hw::isa::img2col_out(u32(a.h), c.pad_top + c.pad_bottom, c.kh, c.sh, c.dh);
+  a.wo = hw::isa::img2col_out(u32(a.w), c.pad_left + c.pad_right, c.kw, c.sw, c.dw);
+  if (a.ho == 0 || a.wo == 0) throw InputError("max_pool: the window is larger than the padded map " + shape_string(x));
+  return a;
+}
+
+OpDef max_pool_op() {
+  OpDef d;
+  d.name = "max_pool";
+  d.summary = "2-D max pooling on NC1HWC0 (-p kernel=3 -p stride=2 -p pad=1; dilation); fp16/bf16/fp32";
+  d.params = {"shape", "kernel", "stride", "pad", "dilation"};
+  d.parse = [](const Params& p) -> Call { return parse_call(p); };
+  d.inputs = [](const Params& p, DType t) { return std::vector<TensorDesc>{{param_shape(p), t}}; };
+  d.plan = [](const std::vector<TensorDesc>& in, const Call& call, const config::ChipConfig& chip) {
+    PoolArgs a = args_of(in[0].shape, call_as<PoolCall>(call, "max_pool"));
+    const std::uint64_t es = hw::isa::dtype_bytes(in[0].dtype);
+    if (es == 4) throw InputError("max_pool takes fp16 or bf16 (NC1HWC0's 16 channels a block are 16-bit)");
+    // The most output rows whose input rows and output fit twice each in the UB.
+    const std::uint64_t ub = chip.buffers.ub.size, row_in = a.w * kC0 * es, row_out = a.wo * kC0 * es;
+    for (a.band = a.ho; a.band > 0; --a.band) {
+      a.in_rows = std::min<std::uint64_t>(a.h, (a.band - 1) * a.c.sh + (a.c.kh - 1ULL) * a.c.dh + 1);
+      if (2 * (ceil_to(a.in_rows * row_in, 32) + ceil_to(a.band * row_out, 32)) <= ub) break;
+    }
+    if (a.band == 0)
+      throw InputError("max_pool: one output row and its input rows do not fit the UB of chip " + chip.name);
+    OpPlan plan;
+    plan.outputs = {{Shape{a.n, a.c1, a.ho, a.wo, kC0}, in[0].dtype}};
+    plan.type = KernelType::kVector;
+    const std::uint64_t units = a.n * a.c1 * ceil_div(a.ho, a.band);
+    plan.block_dim = u32(std::min<std::uint64_t>(chip.vector_units(), units));
+    plan.tiling = {{"band", static_cast<double>(a.band)}, {"units", static_cast<double>(units)}};
+    const DType t = in[0].dtype;
+    plan.kernel = [a, t](const std::vector<std::uint64_t>& buf) -> std::function<void()> {
+      PoolArgs args = a;
+      args.x = buf[0];
+      args.out = buf[1];
+      if (t == DType::kBf16) return [args] { max_pool_kernel<bfloat16_t>(args); };
+      return [args] { max_pool_kernel<half>(args); };
+    };
+    return plan;
+  };
+  d.reference = [](const std::vector<TensorDesc>& in, const Call& call, const std::vector<HostTensor>& v) {
+    const PoolArgs a = args_of(in[0].shape, call_as<PoolCall>(call, "max_pool"));
+    const PoolCall& c = a.c;
+    HostTensor out(a.n * a.c1 * a.ho * a.wo * kC0, -std::numeric_limits<float>::infinity());
+    for (std::uint64_t pl = 0; pl < a.n * a.c1; ++pl)
+      for (std::uint64_t y = 0; y < a.ho; ++y)
+        for (std::uint64_t x = 0; x < a.wo; ++x)
+          for (std::uint64_t i = 0; i < c.kh; ++i)
+            for (std::uint64_t j = 0; j < c.kw; ++j) {
+              const std::int64_t hi = static_cast<std::int64_t>(y * c.sh + i * c.dh) - c.pad_top;
+              const std::int64_t wi = static_cast<std::int64_t>(x * c.sw + j * c.dw) - c.pad_left;
+              if (hi < 0 || wi < 0 || hi >= static_cast<std::int64_t>(a.h) || wi >= static_cast<std::int64_t>(a.w))
+                continue;
+              for (std::uint64_t k = 0; k < kC0; ++k) {
+                float& o = out[((pl * a.ho + y) * a.wo + x) * kC0 + k];
+                o = std::max(
+                    o, v[0][((pl * a.h + static_cast<std::uint64_t>(hi)) * a.w + static_cast<std::uint64_t>(wi)) * kC0 +
+                            k]);
+              }
+            }
+    return std::vector<HostTensor>{out};
+  };
+  return d;
+}
+
+}  // namespace
+
+std::vector<OpDef> pool_ops() {
+  return {max_pool_op()};
+}
+
+}  // namespace npusim::stack::ops
