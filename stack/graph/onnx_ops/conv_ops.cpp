@@ -1,9 +1,12 @@
 // Convolutions: Conv and npusim.Conv (fuse_conv: a folded BatchNormalization and the FixPipe's ReLU) run as the
 // library's conv2d on CANN's formats: the input converted NCHW -> NC1HWC0 on the device (trans_data), the weights
-// packed into FRACTAL_Z at compile time (as ATC converts them offline), the result converted back to NCHW; the
-// conversions between consecutive convolutions are removed after the lowering (layouts.hpp). float32 graphs run the
-// Cube in fp16. MaxPool runs on NC1HWC0 the same way; GlobalAveragePool is a mean over each channel's pixels.
+// packed into FRACTAL_Z at compile time (as ATC converts them offline; weights that are graph inputs are packed on
+// the device), the result converted back to NCHW; the conversions between consecutive convolutions are removed
+// after the lowering (layouts.hpp). float32 graphs run the Cube in fp16. MaxPool runs on NC1HWC0 the same way;
+// GlobalAveragePool and GlobalMaxPool reduce each channel's pixels; BatchNormalization on its own is a per-channel
+// scale and shift.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstring>
 
@@ -33,6 +36,47 @@ std::uint32_t small(const Lowerer& l, const Node& n, std::int64_t v, const char*
   return static_cast<std::uint32_t>(v);
 }
 
+// A window's strides, dilations and pads (top, left, bottom, right) from a Conv's or a pool's attributes, auto_pad
+// computed as ONNX defines it (SAME: output = ceil(input / stride), the total padding split evenly with the odd one
+// at the end for SAME_UPPER, at the start for SAME_LOWER).
+struct Window {
+  std::uint32_t sh = 1, sw = 1, dh = 1, dw = 1;
+  std::array<std::uint32_t, 4> pads{};
+};
+Window window_of(const Lowerer& l, const Node& n, const ops::Shape& xs, std::uint32_t kh, std::uint32_t kw,
+                 std::int64_t max_stride_w) {
+  Window w;
+  const auto [sh, sw] = pair_attr(l, n, "strides", 1);
+  const auto [dh, dw] = pair_attr(l, n, "dilations", 1);
+  w.sh = small(l, n, sh, "stride", 1, 63);
+  w.sw = small(l, n, sw, "width stride", 1, max_stride_w);
+  w.dh = small(l, n, dh, "dilation", 1, 255);
+  w.dw = small(l, n, dw, "dilation", 1, 255);
+  const Attribute* ap = n.attr("auto_pad");
+  const std::string auto_pad = ap ? ap->s : "NOTSET";
+  if (auto_pad == "NOTSET") {
+    if (const Attribute* p = n.attr("pads")) {
+      if (p->ints.size() != 4) l.fail(n, "the 'pads' attribute must have 4 values");
+      for (std::size_t i = 0; i < 4; ++i) w.pads[i] = small(l, n, p->ints[i], "pad", 0, 255);
+    }
+  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
+    const auto same = [&](std::uint64_t in, std::uint32_t k, std::uint32_t s, std::uint32_t d, std::uint32_t& begin,
+                          std::uint32_t& end) {
+      const std::int64_t out = static_cast<std::int64_t>((in + s - 1) / s);
+      const std::int64_t total =
+          std::max<std::int64_t>(0, (out - 1) * s + (k - 1LL) * d + 1 - static_cast<std::int64_t>(in));
+      const std::int64_t half = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
+      begin = small(l, n, half, "pad", 0, 255);
+      end = small(l, n, total - half, "pad", 0, 255);
+    };
+    same(xs[2], kh, w.sh, w.dh, w.pads[0], w.pads[2]);
+    same(xs[3], kw, w.sw, w.dw, w.pads[1], w.pads[3]);
+  } else if (auto_pad != "VALID") {
+    l.fail(n, "auto_pad '" + auto_pad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
+  }
+  return w;
+}
+
 // The call of a Conv node on an NCHW input of shape xs with OIHW weights ws.
 ops::Conv2dCall conv_call(const Lowerer& l, const Node& n, const ops::Shape& xs, const std::vector<std::int64_t>& ws) {
   ops::Conv2dCall c;
@@ -47,38 +91,15 @@ ops::Conv2dCall conv_call(const Lowerer& l, const Node& n, const ops::Shape& xs,
   if (kh != 0 && (kh != ws[2] || kw != ws[3])) l.fail(n, "kernel_shape differs from the weights' shape");
   c.kh = small(l, n, ws[2], "kernel height", 1, 511);
   c.kw = small(l, n, ws[3], "kernel width", 1, 511);
-  const auto [sh, sw] = pair_attr(l, n, "strides", 1);
-  const auto [dh, dw] = pair_attr(l, n, "dilations", 1);
-  c.sh = small(l, n, sh, "stride", 1, 63);
-  c.sw = small(l, n, sw, "stride", 1, 63);
-  c.dh = small(l, n, dh, "dilation", 1, 255);
-  c.dw = small(l, n, dw, "dilation", 1, 255);
-  const Attribute* ap = n.attr("auto_pad");
-  const std::string auto_pad = ap ? ap->s : "NOTSET";
-  if (auto_pad == "NOTSET") {
-    if (const Attribute* p = n.attr("pads")) {
-      if (p->ints.size() != 4) l.fail(n, "the 'pads' attribute must have 4 values");
-      c.pad_top = small(l, n, p->ints[0], "pad", 0, 255);
-      c.pad_left = small(l, n, p->ints[1], "pad", 0, 255);
-      c.pad_bottom = small(l, n, p->ints[2], "pad", 0, 255);
-      c.pad_right = small(l, n, p->ints[3], "pad", 0, 255);
-    }
-  } else if (auto_pad == "SAME_UPPER" || auto_pad == "SAME_LOWER") {
-    // ONNX: output = ceil(input / stride); the total padding split evenly, the odd one at the end (UPPER) or start.
-    const auto same = [&](std::uint64_t in, std::uint32_t k, std::uint32_t s, std::uint32_t d, std::uint32_t& begin,
-                          std::uint32_t& end) {
-      const std::int64_t out = static_cast<std::int64_t>((in + s - 1) / s);
-      const std::int64_t total =
-          std::max<std::int64_t>(0, (out - 1) * s + (k - 1LL) * d + 1 - static_cast<std::int64_t>(in));
-      const std::int64_t half = auto_pad == "SAME_UPPER" ? total / 2 : total - total / 2;
-      begin = small(l, n, half, "pad", 0, 255);
-      end = small(l, n, total - half, "pad", 0, 255);
-    };
-    same(xs[2], c.kh, c.sh, c.dh, c.pad_top, c.pad_bottom);
-    same(xs[3], c.kw, c.sw, c.dw, c.pad_left, c.pad_right);
-  } else if (auto_pad != "VALID") {
-    l.fail(n, "auto_pad '" + auto_pad + "' is not one of NOTSET, SAME_UPPER, SAME_LOWER, VALID");
-  }
+  const Window win = window_of(l, n, xs, c.kh, c.kw, 63);
+  c.sh = win.sh;
+  c.sw = win.sw;
+  c.dh = win.dh;
+  c.dw = win.dw;
+  c.pad_top = win.pads[0];
+  c.pad_left = win.pads[1];
+  c.pad_bottom = win.pads[2];
+  c.pad_right = win.pads[3];
   c.relu = n.attr_int("relu", 0) != 0;
   return c;
 }
@@ -116,16 +137,49 @@ void to_nchw(Lowerer& l, const Node& n, int y5, int o, std::uint32_t channels) {
   l.widen(n, y, o);
 }
 
+// t (of shape `seen`) with zeros appended along `axis` up to `size` (a concat with a zero constant), or t itself.
+int padded_with_zeros(Lowerer& l, const Node& n, int t, ops::Shape seen, std::size_t axis, std::uint64_t size) {
+  if (seen[axis] == size) return t;
+  ops::Shape zeros = seen, out = seen;
+  zeros[axis] = size - seen[axis];
+  out[axis] = size;
+  const DType dt = l.t(t).desc.dtype;
+  const int z = constant_of(l, l.t(t).name + "/zeros", zeros, std::vector<float>(ops::elements(zeros), 0.0f), dt);
+  const int p = l.temp(l.t(t).name + "/padded", ops::TensorDesc{out, dt});
+  l.step(n, "concat", ops::ConcatCall{static_cast<std::int64_t>(axis)}, {t, z}, {p});
+  l.program().steps.back().shapes = {seen, zeros};
+  return p;
+}
+
+// Weights that are not constants (a graph input) packed into FRACTAL_Z on the device, as CANN's TransData does:
+// OIHW seen as [Cout, Cin, T] padded with zeros to whole planes of 16 input and output channels, seen as
+// [Cout', C1, 16, T], its last two dims swapped, then [C1, T, Cout', 16] (rows moved whole): FRACTAL_Z of one group.
+int fractal_z_on_device(Lowerer& l, const Node& n, int w, const ops::conv::ConvShape& s) {
+  if (s.call.groups != 1) l.fail(n, "weights that are not constants are supported for group 1 only");
+  const std::uint64_t taps = s.taps(), cout = s.call.cout, cin = s.call.cin, c1 = s.c1, n16 = s.cout_p;
+  int p = padded_with_zeros(l, n, w, {cout, cin, taps}, 1, c1 * 16);
+  p = padded_with_zeros(l, n, p, {cout, c1 * 16, taps}, 0, n16);
+  const DType dt = l.t(w).desc.dtype;
+  const int swapped = l.temp(n.name + "/w_swapped", ops::TensorDesc{{n16, c1, taps, 16}, dt});
+  l.step(n, "transpose", ops::TransposeCall{}, {p}, {swapped});
+  l.program().steps.back().shapes = {{n16, c1, 16, taps}};
+  const int fz = l.temp(n.name + "/w_fractal_z", ops::TensorDesc{ops::conv::weight_shape(s), dt});
+  l.step(n, "transpose", ops::TransposeCall{{1, 2, 0, 3}}, {swapped}, {fz});
+  l.program().steps.back().shapes = {{n16, c1, taps, 16}};
+  return fz;
+}
+
 void lower_conv(Lowerer& l, const Node& n) {
   const int x = l.in(n, 0), o = l.out(n, 0);
   const ops::Shape xs = l.t(x).desc.shape;
   if (xs.size() != 4)
     l.fail(n, "only 2-D convolutions are supported (an NCHW input), the input is " + ops::shape_string(xs));
+  const int wt = l.in(n, 1);
   const Value& wv = l.graph().value(n.inputs[1]);
-  if (!wv.constant || wv.constant->shape.size() != 4)
-    l.fail(n, "the weights must be a constant OIHW tensor (an initializer)");
-  const Tensor& w = *wv.constant;
-  const ops::Conv2dCall call = conv_call(l, n, xs, w.shape);
+  if (l.t(wt).desc.shape.size() != 4) l.fail(n, "the weights must be OIHW (4 dims)");
+  std::vector<std::int64_t> ws;
+  for (std::uint64_t d : l.t(wt).desc.shape) ws.push_back(static_cast<std::int64_t>(d));
+  const ops::Conv2dCall call = conv_call(l, n, xs, ws);
   const bool bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
   const DType dt = l.t(x).desc.dtype, cube = dt == DType::kFp32 ? DType::kFp16 : dt;
   if (hw::isa::dtype_bytes(cube) != 2) l.fail(n, "the Cube's convolution takes fp16, bf16 or float32 (as fp16) inputs");
@@ -137,15 +191,22 @@ void lower_conv(Lowerer& l, const Node& n) {
   } catch (const InputError& e) {
     l.fail(n, e.what());
   }
-  std::vector<int> ins{x5, constant_of(l, n.name + "/w_fractal_z", ops::conv::weight_shape(s),
-                                       ops::conv::oihw_to_fractal_z(floats_of(w), s), cube)};
+  std::vector<int> ins{x5, wv.constant ? constant_of(l, n.name + "/w_fractal_z", ops::conv::weight_shape(s),
+                                                     ops::conv::oihw_to_fractal_z(floats_of(*wv.constant), s), cube)
+                                       : fractal_z_on_device(l, n, l.to_half(n, wt, cube, "w"), s)};
   ops::Conv2dCall c = call;
   if (bias) {
+    const int bt = l.in(n, 2);
     const Value& bv = l.graph().value(n.inputs[2]);
-    if (!bv.constant || bv.constant->elements() != call.cout) l.fail(n, "the bias must be a constant of cout values");
-    std::vector<float> b = floats_of(*bv.constant);
-    b.resize(std::uint64_t{s.co1} * ops::conv::kC0, 0.0f);
-    ins.push_back(constant_of(l, n.name + "/bias", ops::Shape{b.size()}, b, cube));
+    if (ops::elements(l.t(bt).desc.shape) != call.cout) l.fail(n, "the bias must have cout values");
+    const std::uint64_t padded = std::uint64_t{s.co1} * ops::conv::kC0;
+    if (bv.constant) {
+      std::vector<float> b = floats_of(*bv.constant);
+      b.resize(padded, 0.0f);
+      ins.push_back(constant_of(l, n.name + "/bias", ops::Shape{padded}, b, cube));
+    } else {
+      ins.push_back(padded_with_zeros(l, n, l.to_half(n, bt, cube, "bias"), {call.cout}, 0, padded));
+    }
     c.bias = true;
   }
   const int y5 = l.temp(n.name + "/y_nc1hwc0", ops::TensorDesc{ops::conv::out_shape(s), cube});
@@ -161,26 +222,19 @@ void lower_max_pool(Lowerer& l, const Node& n) {
   if (xs.size() != 4) l.fail(n, "only 2-D pooling is supported (an NCHW input), the input is " + ops::shape_string(xs));
   if (n.outputs.size() > 1 && n.outputs[1] != kNoValue) l.fail(n, "the Indices output is not supported");
   if (n.attr_int("ceil_mode", 0) != 0) l.fail(n, "ceil_mode 1 is not supported");
-  const Attribute* ap = n.attr("auto_pad");
-  if (ap && ap->s != "NOTSET" && ap->s != "VALID")
-    l.fail(n, "auto_pad '" + ap->s + "' is not supported (NOTSET, VALID)");
   ops::PoolCall c;
   const auto [kh, kw] = pair_attr(l, n, "kernel_shape", 0);
   c.kh = small(l, n, kh, "kernel height", 1, 255);
   c.kw = small(l, n, kw, "kernel width", 1, 255);
-  const auto [sh, sw] = pair_attr(l, n, "strides", 1);
-  const auto [dh, dw] = pair_attr(l, n, "dilations", 1);
-  c.sh = small(l, n, sh, "stride", 1, 255);
-  c.sw = small(l, n, sw, "width stride", 1, 31);
-  c.dh = small(l, n, dh, "dilation", 1, 255);
-  c.dw = small(l, n, dw, "dilation", 1, 255);
-  if (const Attribute* p = n.attr("pads"); p && (!ap || ap->s == "NOTSET")) {
-    if (p->ints.size() != 4) l.fail(n, "the 'pads' attribute must have 4 values");
-    c.pad_top = small(l, n, p->ints[0], "pad", 0, 255);
-    c.pad_left = small(l, n, p->ints[1], "pad", 0, 255);
-    c.pad_bottom = small(l, n, p->ints[2], "pad", 0, 255);
-    c.pad_right = small(l, n, p->ints[3], "pad", 0, 255);
-  }
+  const Window win = window_of(l, n, xs, c.kh, c.kw, 31);
+  c.sh = win.sh;
+  c.sw = win.sw;
+  c.dh = win.dh;
+  c.dw = win.dw;
+  c.pad_top = win.pads[0];
+  c.pad_left = win.pads[1];
+  c.pad_bottom = win.pads[2];
+  c.pad_right = win.pads[3];
   const DType dt = l.t(x).desc.dtype, cube = dt == DType::kFp32 ? DType::kFp16 : dt;
   const int x5 = to_nc1hwc0(l, n, x, cube);
   const ops::Shape& os = l.t(o).desc.shape;
@@ -189,20 +243,22 @@ void lower_max_pool(Lowerer& l, const Node& n) {
   to_nchw(l, n, y5, o, static_cast<std::uint32_t>(xs[1]));
 }
 
-// The mean of each channel's H x W pixels: a reduce_mean over the last axis of the input seen as [N, C, H x W].
-void lower_global_average_pool(Lowerer& l, const Node& n) {
+// The mean (GlobalAveragePool) or the max (GlobalMaxPool) of each channel's pixels: a reduce_mean or reduce_max
+// over the last axis of the input seen as [N, C, H x W].
+void lower_global_pool(Lowerer& l, const Node& n) {
   const int x = l.in(n, 0), o = l.out(n, 0);
   const ops::Shape xs = l.t(x).desc.shape;
   if (xs.size() < 3) l.fail(n, "the input must have spatial dims, it is " + ops::shape_string(xs));
   std::uint64_t pixels = 1;
   for (std::size_t i = 2; i < xs.size(); ++i) pixels *= xs[i];
-  l.step(n, "reduce_mean", ops::ReduceCall{-1}, {x}, {o});
+  l.step(n, n.op_type == "GlobalMaxPool" ? "reduce_max" : "reduce_mean", ops::ReduceCall{-1}, {x}, {o});
   l.program().steps.back().shapes.push_back(ops::Shape{xs[0], xs[1], pixels});
 }
 
 // BatchNormalization in inference form on its own (not after a Conv, or with --no-fusion): y = x s + t per channel
-// (axis 1) with s = scale / sqrt(var + epsilon) and t = beta - mean s from the constants at compile time; one
-// fused_elementwise over x and the two per-channel columns expanded to x's shape.
+// (axis 1) with s = scale / sqrt(var + epsilon) and t = B - mean s, computed at compile time from constant
+// parameters or by two small fused_elementwise steps from runtime ones; then one fused_elementwise over x and the
+// two per-channel columns expanded to x's shape.
 void lower_batch_norm(Lowerer& l, const Node& n) {
   const int x = l.in(n, 0), o = l.out(n, 0);
   const ops::Shape xs = l.t(x).desc.shape;
@@ -210,25 +266,43 @@ void lower_batch_norm(Lowerer& l, const Node& n) {
   if (n.attr_int("training_mode", 0) != 0) l.fail(n, "training_mode is not supported (inference only)");
   for (std::size_t k = 1; k < n.outputs.size(); ++k)
     if (n.outputs[k] != kNoValue) l.fail(n, "the running mean and variance outputs (training) are not supported");
-  std::vector<std::vector<double>> p;
-  for (std::size_t i = 1; i < 5; ++i) {
-    const Value& v = l.graph().value(n.inputs[i]);
-    if (!v.constant || v.constant->elements() != static_cast<std::int64_t>(xs[1]))
-      l.fail(n, "scale, B, input_mean and input_var must be constants of " + std::to_string(xs[1]) + " values");
-    p.push_back(v.constant->as_doubles());
-  }
+  const DType dt = l.t(x).desc.dtype;
   const double eps = n.attr_float("epsilon", 1e-5f);
-  std::vector<float> s(xs[1]), t(xs[1]);
-  for (std::size_t c = 0; c < s.size(); ++c) {
-    const double k = p[0][c] / std::sqrt(p[3][c] + eps);
-    s[c] = static_cast<float>(k);
-    t[c] = static_cast<float>(p[1][c] - p[2][c] * k);
-  }
   ops::Shape column(xs.size() - 1, 1);
   column[0] = xs[1];
-  const DType dt = l.t(x).desc.dtype;
-  const int se = l.expanded(n, constant_of(l, n.name + "/scale", column, s, dt), xs);
-  const int te = l.expanded(n, constant_of(l, n.name + "/shift", column, t, dt), xs);
+  bool constant = true;
+  std::vector<int> params;
+  for (std::size_t i = 1; i < 5; ++i) {
+    const int p = l.in(n, i);
+    if (ops::elements(l.t(p).desc.shape) != xs[1] || l.t(p).desc.dtype != dt)
+      l.fail(n,
+             "scale, B, input_mean and input_var must have " + std::to_string(xs[1]) + " values of the input's type");
+    constant = constant && l.graph().value(n.inputs[i]).constant.has_value();
+    params.push_back(p);
+  }
+  int sc = -1, sh = -1;
+  if (constant) {
+    std::vector<std::vector<double>> p;
+    for (std::size_t i = 1; i < 5; ++i) p.push_back(l.graph().value(n.inputs[i]).constant->as_doubles());
+    std::vector<float> s(xs[1]), t(xs[1]);
+    for (std::size_t c = 0; c < s.size(); ++c) {
+      const double k = p[0][c] / std::sqrt(p[3][c] + eps);
+      s[c] = static_cast<float>(k);
+      t[c] = static_cast<float>(p[1][c] - p[2][c] * k);
+    }
+    sc = constant_of(l, n.name + "/scale", column, s, dt);
+    sh = constant_of(l, n.name + "/shift", column, t, dt);
+  } else {
+    sc = l.temp(n.name + "/scale", ops::TensorDesc{column, dt});
+    sh = l.temp(n.name + "/shift", ops::TensorDesc{column, dt});
+    l.step(n, "fused_elementwise", ops::FusedElementwiseCall{"div(x0,sqrt(add(x1," + num(eps) + ")))", column},
+           {params[0], params[3]}, {sc});
+    l.program().steps.back().shapes = {column, column};
+    l.step(n, "fused_elementwise", ops::FusedElementwiseCall{"sub(x0,mul(x1,x2))", column}, {params[1], params[2], sc},
+           {sh});
+    l.program().steps.back().shapes = {column, column, column};
+  }
+  const int se = l.expanded(n, sc, xs), te = l.expanded(n, sh, xs);
   l.step(n, "fused_elementwise", ops::FusedElementwiseCall{"add(mul(x0,x1),x2)", xs}, {x, se, te}, {o});
 }
 
@@ -251,8 +325,10 @@ void add_conv_ops(std::vector<OpInfo>& table) {
                       .lowers(lower_batch_norm,
                               "`fused_elementwise` x s + t with per-channel s, t from the constants (after a Conv: "
                               "folded into its weights by fuse_conv)"));
-  table.push_back(OpInfo::onnx("GlobalAveragePool", 1, 1)
-                      .lowers(lower_global_average_pool, "`reduce_mean` over each channel's pixels"));
+  table.push_back(
+      OpInfo::onnx("GlobalAveragePool", 1, 1).lowers(lower_global_pool, "`reduce_mean` over each channel's pixels"));
+  table.push_back(
+      OpInfo::onnx("GlobalMaxPool", 1, 1).lowers(lower_global_pool, "`reduce_max` over each channel's pixels"));
 }
 
 }  // namespace npusim::stack::graph::onnx_ops
