@@ -49,11 +49,12 @@ struct Conv2dCall {
   bool bias = false, relu = false;
 };
 
-// 2-D pooling windows (max_pool on NC1HWC0); pads in ONNX's order: top, left, bottom, right.
+// 2-D pooling windows (max_pool, avg_pool on NC1HWC0); pads in ONNX's order: top, left, bottom, right.
 struct PoolCall {
   static constexpr const char* kName = "PoolCall";
   std::uint32_t kh = 2, kw = 2, sh = 1, sw = 1, dh = 1, dw = 1;
   std::uint32_t pad_top = 0, pad_left = 0, pad_bottom = 0, pad_right = 0;
+  bool count_include_pad = false;  // avg_pool: divide by the whole window, padding included
 };
 
 // NCHW <-> NC1HWC0: to_5hd pads the channels to whole planes of 16 with 0; the other way keeps `channels`.

@@ -150,6 +150,18 @@ TEST(OpConv, MaxPoolMatchesTheDefinition) {
   }
 }
 
+// avg_pool against the definition: the mean over the taps inside the map, or over the whole window with
+// count_include_pad; sums in fp16 (the op's extra tolerance) and bf16.
+TEST(OpConv, AvgPoolMatchesTheDefinition) {
+  for (const char* args : {"-p shape=2x3x17x19x16 -p kernel=3 -p stride=2 -p pad=1",
+                           "-p shape=2x3x17x19x16 -p kernel=3 -p stride=2 -p pad=1 -p count_include_pad=1",
+                           "-p shape=1x2x9x10x16 -p kernel=2,3 -p stride=1,2 -p dilation=2 -p pad=0,1,1,2 --dtype bf16",
+                           "-p shape=1x4x56x56x16 -p kernel=7"}) {
+    const auto j = op_json(std::string("avg_pool --check ") + args);
+    EXPECT_TRUE(j["check"]["passed"].get<bool>()) << args << " " << j["check"];
+  }
+}
+
 TEST(OpConv, BadCallsAreClearErrors) {
   npusim_test::expect_input_errors({
       {"op conv2d -p C=16 -p H=8 -p W=8", "parameter 'cout' is required"},
@@ -169,6 +181,8 @@ TEST(OpConv, BadCallsAreClearErrors) {
       {"op max_pool -p shape=1x1x8x8", "x must be NC1HWC0"},
       {"op max_pool -p shape=1x1x8x8x16 -p kernel=3 -p pad=3", "each pad must be smaller than the dilated kernel"},
       {"op max_pool -p shape=1x1x2x8x16 -p kernel=3", "larger than the padded map"},
+      {"op max_pool -p shape=1x1x8x8x16 -p count_include_pad=1", "op max_pool has no parameter 'count_include_pad'"},
+      {"op avg_pool -p shape=1x1x8x8x16 --dtype fp32", "avg_pool takes fp16 or bf16"},
   });
 }
 

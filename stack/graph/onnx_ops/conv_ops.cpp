@@ -2,9 +2,9 @@
 // library's conv2d on CANN's formats: the input converted NCHW -> NC1HWC0 on the device (trans_data), the weights
 // packed into FRACTAL_Z at compile time (as ATC converts them offline; weights that are graph inputs are packed on
 // the device), the result converted back to NCHW; the conversions between consecutive convolutions are removed
-// after the lowering (layouts.hpp). float32 graphs run the Cube in fp16. MaxPool runs on NC1HWC0 the same way;
-// GlobalAveragePool and GlobalMaxPool reduce each channel's pixels; BatchNormalization on its own is a per-channel
-// scale and shift.
+// after the lowering (layouts.hpp). float32 graphs run the Cube in fp16. MaxPool and AveragePool run on NC1HWC0 the
+// same way; GlobalAveragePool and GlobalMaxPool reduce each channel's pixels; BatchNormalization on its own is a
+// per-channel scale and shift.
 #include <algorithm>
 #include <array>
 #include <cmath>
@@ -214,9 +214,11 @@ void lower_conv(Lowerer& l, const Node& n) {
   to_nchw(l, n, y5, o, call.cout);
 }
 
-// MaxPool on NC1HWC0 (max_pool), between the same conversions as a convolution (a max of fp16 values is exact: the
-// fp16 copy of a float32 input rounds it once, as the convolutions around it do).
-void lower_max_pool(Lowerer& l, const Node& n) {
+// MaxPool and AveragePool on NC1HWC0 (max_pool, avg_pool), between the same conversions as a convolution (a max of
+// fp16 values is exact: the fp16 copy of a float32 input rounds it once, as the convolutions around it do; an
+// average adds in fp16).
+void lower_pool(Lowerer& l, const Node& n) {
+  const bool max = n.op_type == "MaxPool";
   const int x = l.in(n, 0), o = l.out(n, 0);
   const ops::Shape xs = l.t(x).desc.shape;
   if (xs.size() != 4) l.fail(n, "only 2-D pooling is supported (an NCHW input), the input is " + ops::shape_string(xs));
@@ -235,11 +237,12 @@ void lower_max_pool(Lowerer& l, const Node& n) {
   c.pad_left = win.pads[1];
   c.pad_bottom = win.pads[2];
   c.pad_right = win.pads[3];
+  c.count_include_pad = !max && n.attr_int("count_include_pad", 0) != 0;
   const DType dt = l.t(x).desc.dtype, cube = dt == DType::kFp32 ? DType::kFp16 : dt;
   const int x5 = to_nc1hwc0(l, n, x, cube);
   const ops::Shape& os = l.t(o).desc.shape;
   const int y5 = l.temp(n.name + "/y_nc1hwc0", ops::TensorDesc{{os[0], l.t(x5).desc.shape[1], os[2], os[3], 16}, cube});
-  l.step(n, "max_pool", c, {x5}, {y5});
+  l.step(n, max ? "max_pool" : "avg_pool", c, {x5}, {y5});
   to_nchw(l, n, y5, o, static_cast<std::uint32_t>(xs[1]));
 }
 
@@ -319,7 +322,11 @@ void add_conv_ops(std::vector<OpInfo>& table) {
                       .lowers(lower_conv, "as Conv, with the ReLU in the FixPipe (fuse_conv)"));
   table.push_back(OpInfo::onnx("MaxPool", 1, 1)
                       .reads({"kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode"})
-                      .lowers(lower_max_pool, "`max_pool` on NC1HWC0, between the conversions a convolution has"));
+                      .lowers(lower_pool, "`max_pool` on NC1HWC0, between the conversions a convolution has"));
+  table.push_back(
+      OpInfo::onnx("AveragePool", 1, 1)
+          .reads({"kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode", "count_include_pad"})
+          .lowers(lower_pool, "`avg_pool` on NC1HWC0, between the conversions a convolution has"));
   table.push_back(OpInfo::onnx("BatchNormalization", 5, 5)
                       .reads({"epsilon", "training_mode"})
                       .lowers(lower_batch_norm,
