@@ -57,6 +57,20 @@ struct PoolCall {
   bool count_include_pad = false;  // avg_pool: divide by the whole window, padding included
 };
 
+enum class ResizeCoord : std::uint8_t { kHalfPixel, kPytorchHalfPixel, kAlignCorners, kAsymmetric };
+enum class ResizeNearest : std::uint8_t { kRoundPreferFloor, kRoundPreferCeil, kFloor, kCeil };
+
+// Nearest or bilinear resizing of the last two dims to out_h x out_w, with ONNX Resize's coordinate transformation
+// and nearest rounding; the scales when the model gives them (0: out / in).
+struct ResizeCall {
+  static constexpr const char* kName = "ResizeCall";
+  std::uint32_t out_h = 0, out_w = 0;
+  bool linear = false;
+  ResizeCoord coord = ResizeCoord::kHalfPixel;
+  ResizeNearest nearest = ResizeNearest::kRoundPreferFloor;
+  double scale_h = 0, scale_w = 0;
+};
+
 // NCHW <-> NC1HWC0: to_5hd pads the channels to whole planes of 16 with 0; the other way keeps `channels`.
 struct TransDataCall {
   static constexpr const char* kName = "TransDataCall";
@@ -153,9 +167,9 @@ struct FusedElementwiseCall {
   Shape shape;  // the output's
 };
 
-using Call = std::variant<Operands, CastCall, MatMulCall, Conv2dCall, PoolCall, TransDataCall, FlashAttentionCall,
-                          SoftmaxCall, NormCall, RopeCall, ReduceCall, TransposeCall, SliceCall, ConcatCall, SplitCall,
-                          ExpandCall, FusedElementwiseCall>;
+using Call = std::variant<Operands, CastCall, MatMulCall, Conv2dCall, PoolCall, ResizeCall, TransDataCall,
+                          FlashAttentionCall, SoftmaxCall, NormCall, RopeCall, ReduceCall, TransposeCall, SliceCall,
+                          ConcatCall, SplitCall, ExpandCall, FusedElementwiseCall>;
 
 // The alternative's name ("NormCall"), for errors.
 const char* call_name(const Call& c);

@@ -17,6 +17,7 @@ std::vector<OpDef> attention_ops();
 std::vector<OpDef> conv_ops();
 std::vector<OpDef> trans_data_ops();
 std::vector<OpDef> pool_ops();
+std::vector<OpDef> resize_ops();
 std::vector<OpDef> unary_ops();
 std::vector<OpDef> reduce_ops();
 std::vector<OpDef> transpose_ops();
@@ -138,6 +139,7 @@ const std::vector<OpDef>& all_ops() {
     for (auto& op : conv_ops()) v.push_back(std::move(op));
     for (auto& op : trans_data_ops()) v.push_back(std::move(op));
     for (auto& op : pool_ops()) v.push_back(std::move(op));
+    for (auto& op : resize_ops()) v.push_back(std::move(op));
     for (auto& op : rows::row_ops()) v.push_back(std::move(op));
     for (auto& op : unary_ops()) v.push_back(std::move(op));
     for (auto& op : reduce_ops()) v.push_back(std::move(op));

@@ -162,6 +162,19 @@ TEST(OpConv, AvgPoolMatchesTheDefinition) {
   }
 }
 
+// resize against the definition (ONNX Resize's coordinate transformations, nearest rounding, bilinear weights): up
+// and down, every coordinate mode, fp32 exactly as the reference rounds it, 16-bit within its three roundings.
+TEST(OpConv, ResizeMatchesTheDefinition) {
+  for (const char* args : {"-p shape=1x3x8x8 -p size=16x16", "-p shape=1x3x8x8 -p size=16x16 -p mode=linear",
+                           "-p shape=2x3x9x7 -p size=4x13 -p mode=linear -p coord=align_corners --dtype fp32",
+                           "-p shape=2x3x9x7 -p size=20x5 -p coord=asymmetric --dtype fp32",
+                           "-p shape=2x3x9x7 -p size=5x20 -p mode=linear -p coord=pytorch_half_pixel --dtype fp32",
+                           "-p shape=1x64x56x56 -p size=112x112 -p mode=linear --dtype bf16"}) {
+    const auto j = op_json(std::string("resize --check ") + args);
+    EXPECT_TRUE(j["check"]["passed"].get<bool>()) << args << " " << j["check"];
+  }
+}
+
 TEST(OpConv, BadCallsAreClearErrors) {
   npusim_test::expect_input_errors({
       {"op conv2d -p C=16 -p H=8 -p W=8", "parameter 'cout' is required"},
@@ -183,6 +196,11 @@ TEST(OpConv, BadCallsAreClearErrors) {
       {"op max_pool -p shape=1x1x2x8x16 -p kernel=3", "larger than the padded map"},
       {"op max_pool -p shape=1x1x8x8x16 -p count_include_pad=1", "op max_pool has no parameter 'count_include_pad'"},
       {"op avg_pool -p shape=1x1x8x8x16 --dtype fp32", "avg_pool takes fp16 or bf16"},
+      {"op resize -p shape=1x1x8x8", "parameter 'size' is required"},
+      {"op resize -p shape=1x1x8x8 -p size=8x8 -p mode=cubic", "mode='cubic' is not one of nearest, linear"},
+      {"op resize -p shape=1x1x8x8 -p size=8x8 -p coord=tf_crop_and_resize",
+       "coord='tf_crop_and_resize' is not one of"},
+      {"op resize -p shape=1x1x8x8 -p size=8", "size='8' must be HxW"},
   });
 }
 

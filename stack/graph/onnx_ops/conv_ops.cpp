@@ -9,6 +9,8 @@
 #include <array>
 #include <cmath>
 #include <cstring>
+#include <map>
+#include <tuple>
 
 #include "stack/graph/onnx_ops/lowerer.hpp"
 #include "stack/graph/onnx_ops/op_table.hpp"
@@ -174,11 +176,13 @@ void lower_conv(Lowerer& l, const Node& n) {
   const ops::Shape xs = l.t(x).desc.shape;
   if (xs.size() != 4)
     l.fail(n, "only 2-D convolutions are supported (an NCHW input), the input is " + ops::shape_string(xs));
-  const int wt = l.in(n, 1);
+  // Constant weights and bias are packed here and never reach the device as they are: only those of graph inputs
+  // become program tensors.
   const Value& wv = l.graph().value(n.inputs[1]);
-  if (l.t(wt).desc.shape.size() != 4) l.fail(n, "the weights must be OIHW (4 dims)");
   std::vector<std::int64_t> ws;
-  for (std::uint64_t d : l.t(wt).desc.shape) ws.push_back(static_cast<std::int64_t>(d));
+  for (std::uint64_t d : l.shape_of(wv, "the weights of node '" + n.name + "'"))
+    ws.push_back(static_cast<std::int64_t>(d));
+  if (ws.size() != 4) l.fail(n, "the weights must be OIHW (4 dims)");
   const ops::Conv2dCall call = conv_call(l, n, xs, ws);
   const bool bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
   const DType dt = l.t(x).desc.dtype, cube = dt == DType::kFp32 ? DType::kFp16 : dt;
@@ -193,19 +197,19 @@ void lower_conv(Lowerer& l, const Node& n) {
   }
   std::vector<int> ins{x5, wv.constant ? constant_of(l, n.name + "/w_fractal_z", ops::conv::weight_shape(s),
                                                      ops::conv::oihw_to_fractal_z(floats_of(*wv.constant), s), cube)
-                                       : fractal_z_on_device(l, n, l.to_half(n, wt, cube, "w"), s)};
+                                       : fractal_z_on_device(l, n, l.to_half(n, l.in(n, 1), cube, "w"), s)};
   ops::Conv2dCall c = call;
   if (bias) {
-    const int bt = l.in(n, 2);
     const Value& bv = l.graph().value(n.inputs[2]);
-    if (ops::elements(l.t(bt).desc.shape) != call.cout) l.fail(n, "the bias must have cout values");
+    if (ops::elements(l.shape_of(bv, "the bias of node '" + n.name + "'")) != call.cout)
+      l.fail(n, "the bias must have cout values");
     const std::uint64_t padded = std::uint64_t{s.co1} * ops::conv::kC0;
     if (bv.constant) {
       std::vector<float> b = floats_of(*bv.constant);
       b.resize(padded, 0.0f);
       ins.push_back(constant_of(l, n.name + "/bias", ops::Shape{padded}, b, cube));
     } else {
-      ins.push_back(padded_with_zeros(l, n, l.to_half(n, bt, cube, "bias"), {call.cout}, 0, padded));
+      ins.push_back(padded_with_zeros(l, n, l.to_half(n, l.in(n, 2), cube, "bias"), {call.cout}, 0, padded));
     }
     c.bias = true;
   }
@@ -274,17 +278,15 @@ void lower_batch_norm(Lowerer& l, const Node& n) {
   ops::Shape column(xs.size() - 1, 1);
   column[0] = xs[1];
   bool constant = true;
-  std::vector<int> params;
   for (std::size_t i = 1; i < 5; ++i) {
-    const int p = l.in(n, i);
-    if (ops::elements(l.t(p).desc.shape) != xs[1] || l.t(p).desc.dtype != dt)
-      l.fail(n,
-             "scale, B, input_mean and input_var must have " + std::to_string(xs[1]) + " values of the input's type");
-    constant = constant && l.graph().value(n.inputs[i]).constant.has_value();
-    params.push_back(p);
+    const Value& v = l.graph().value(n.inputs[i]);
+    const bool per_channel = v.shape && v.shape->size() == 1 && (*v.shape)[0].known() &&
+                             (*v.shape)[0].value == static_cast<std::int64_t>(xs[1]);
+    if (!per_channel) l.fail(n, "scale, B, input_mean and input_var must have " + std::to_string(xs[1]) + " values");
+    constant = constant && v.constant.has_value();
   }
   int sc = -1, sh = -1;
-  if (constant) {
+  if (constant) {  // computed here: the parameters themselves never reach the device
     std::vector<std::vector<double>> p;
     for (std::size_t i = 1; i < 5; ++i) p.push_back(l.graph().value(n.inputs[i]).constant->as_doubles());
     std::vector<float> s(xs[1]), t(xs[1]);
@@ -296,6 +298,11 @@ void lower_batch_norm(Lowerer& l, const Node& n) {
     sc = constant_of(l, n.name + "/scale", column, s, dt);
     sh = constant_of(l, n.name + "/shift", column, t, dt);
   } else {
+    std::vector<int> params;
+    for (std::size_t i = 1; i < 5; ++i) {
+      params.push_back(l.in(n, i));
+      if (l.t(params.back()).desc.dtype != dt) l.fail(n, "the parameters must have the input's type");
+    }
     sc = l.temp(n.name + "/scale", ops::TensorDesc{column, dt});
     sh = l.temp(n.name + "/shift", ops::TensorDesc{column, dt});
     l.step(n, "fused_elementwise", ops::FusedElementwiseCall{"div(x0,sqrt(add(x1," + num(eps) + ")))", column},
@@ -307,6 +314,77 @@ void lower_batch_norm(Lowerer& l, const Node& n) {
   }
   const int se = l.expanded(n, sc, xs), te = l.expanded(n, sh, xs);
   l.step(n, "fused_elementwise", ops::FusedElementwiseCall{"add(mul(x0,x1),x2)", xs}, {x, se, te}, {o});
+}
+
+// The scales a Resize (inputs 2 and 3; Resize-10 and Upsample-9: input 1; Upsample-7: an attribute) gives the two
+// last axes, or 0 where it gives sizes (the scale is then out / in); refused when another axis is scaled.
+std::pair<double, double> resize_scales(const Lowerer& l, const Node& n, std::size_t rank) {
+  std::vector<double> scales;
+  const std::size_t input = n.op_type == "Upsample" || n.inputs.size() == 2 ? 1 : 2;
+  if (const Attribute* a = n.attr("scales"); a && n.op_type == "Upsample") {
+    scales.assign(a->floats.begin(), a->floats.end());
+  } else if (input < n.inputs.size() && n.inputs[input] != kNoValue) {
+    const Value& v = l.graph().value(n.inputs[input]);
+    if (!v.constant) l.fail(n, "the scales must be a constant");
+    scales = v.constant->as_doubles();
+  }
+  if (scales.empty()) return {0.0, 0.0};
+  std::vector<std::int64_t> axes;
+  if (const Attribute* a = n.attr("axes")) axes = a->ints;
+  std::vector<double> full(rank, 1.0);
+  for (std::size_t i = 0; i < scales.size(); ++i) {
+    const std::int64_t ax = axes.empty() ? static_cast<std::int64_t>(i) : l.axis_in(n, axes.at(i), rank);
+    if (ax < 0 || static_cast<std::size_t>(ax) >= rank) l.fail(n, "the scales do not match the input's rank");
+    full[static_cast<std::size_t>(ax)] = scales[i];
+  }
+  for (std::size_t i = 0; i + 2 < rank; ++i)
+    if (full[i] != 1.0) l.fail(n, "only the last two axes may be resized (axis " + std::to_string(i) + " is scaled)");
+  if (full[rank - 2] <= 0 || full[rank - 1] <= 0) l.fail(n, "the scales must be positive");
+  return {full[rank - 2], full[rank - 1]};
+}
+
+// Resize and Upsample in nearest and linear modes over the last two axes (`resize`, in the tensor's own type).
+void lower_resize(Lowerer& l, const Node& n) {
+  const int x = l.in(n, 0), o = l.out(n, 0);
+  const ops::Shape xs = l.t(x).desc.shape, os = l.t(o).desc.shape;
+  if (xs.size() < 2 || os.size() != xs.size() || !std::equal(xs.begin(), xs.end() - 2, os.begin()))
+    l.fail(n, "only the last two axes may be resized: " + ops::shape_string(xs) + " -> " + ops::shape_string(os));
+  const bool upsample = n.op_type == "Upsample";
+  ops::ResizeCall c;
+  c.out_h = small(l, n, static_cast<std::int64_t>(os[os.size() - 2]), "output height", 1, 1 << 24);
+  c.out_w = small(l, n, static_cast<std::int64_t>(os[os.size() - 1]), "output width", 1, 1 << 24);
+  const Attribute* mode = n.attr("mode");
+  const std::string m = mode ? mode->s : "nearest";
+  if (m != "nearest" && m != "linear" && m != "bilinear")
+    l.fail(n, "mode '" + m + "' is not supported (nearest, linear)");
+  c.linear = m != "nearest";
+  const auto text = [&](const char* key, const char* def) {
+    const Attribute* a = n.attr(key);
+    return a ? a->s : std::string(def);
+  };
+  const std::string coord = upsample ? "asymmetric" : text("coordinate_transformation_mode", "half_pixel");
+  static const std::map<std::string, ops::ResizeCoord> coords = {
+      {"half_pixel", ops::ResizeCoord::kHalfPixel},
+      {"pytorch_half_pixel", ops::ResizeCoord::kPytorchHalfPixel},
+      {"align_corners", ops::ResizeCoord::kAlignCorners},
+      {"asymmetric", ops::ResizeCoord::kAsymmetric}};
+  const auto cm = coords.find(coord);
+  if (cm == coords.end()) l.fail(n, "coordinate_transformation_mode '" + coord + "' is not supported");
+  c.coord = cm->second;
+  const std::string nm = upsample ? "floor" : text("nearest_mode", "round_prefer_floor");
+  static const std::map<std::string, ops::ResizeNearest> nearest = {
+      {"round_prefer_floor", ops::ResizeNearest::kRoundPreferFloor},
+      {"round_prefer_ceil", ops::ResizeNearest::kRoundPreferCeil},
+      {"floor", ops::ResizeNearest::kFloor},
+      {"ceil", ops::ResizeNearest::kCeil}};
+  const auto nmi = nearest.find(nm);
+  if (nmi == nearest.end()) l.fail(n, "nearest_mode '" + nm + "' is not supported");
+  c.nearest = nmi->second;
+  if (n.attr_int("antialias", 0) != 0) l.fail(n, "antialias is not supported");
+  if (text("keep_aspect_ratio_policy", "stretch") != "stretch")
+    l.fail(n, "keep_aspect_ratio_policy other than stretch is not supported");
+  std::tie(c.scale_h, c.scale_w) = resize_scales(l, n, xs.size());
+  l.step(n, "resize", c, {x}, {o});
 }
 
 }  // namespace
@@ -327,6 +405,13 @@ void add_conv_ops(std::vector<OpInfo>& table) {
       OpInfo::onnx("AveragePool", 1, 1)
           .reads({"kernel_shape", "strides", "dilations", "pads", "auto_pad", "ceil_mode", "count_include_pad"})
           .lowers(lower_pool, "`avg_pool` on NC1HWC0, between the conversions a convolution has"));
+  table.push_back(OpInfo::onnx("Resize", 1, 4)
+                      .reads({"mode", "coordinate_transformation_mode", "nearest_mode", "antialias", "axes",
+                              "keep_aspect_ratio_policy"})
+                      .lowers(lower_resize, "`resize` (nearest or bilinear, the last two axes, in the tensor's type)"));
+  table.push_back(OpInfo::onnx("Upsample", 1, 2)
+                      .reads({"mode", "scales"})
+                      .lowers(lower_resize, "`resize` with asymmetric coordinates and floor rounding"));
   table.push_back(OpInfo::onnx("BatchNormalization", 5, 5)
                       .reads({"epsilon", "training_mode"})
                       .lowers(lower_batch_norm,

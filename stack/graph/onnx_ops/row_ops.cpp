@@ -77,15 +77,18 @@ void lower_layernorm(Lowerer& l, const Node& n) {
 }
 
 // One axis or several adjacent ones (ReduceSum's from input 1, opset 13 on, or the attribute; e.g. a mean over H and
-// W), merged into one by viewing the input with their product as one dim; keepdims or not, the output is a view of
-// the reduced tensor (the same bytes).
+// W; none given: all of them), merged into one by viewing the input with their product as one dim; keepdims or not, the
+// output is a view of the reduced tensor (the same bytes).
 void lower_reduce(Lowerer& l, const Node& n) {
   const std::string& op = n.op_type;
   const int x = l.in(n, 0);
   const ops::Shape& xs = l.t(x).desc.shape;
   std::vector<std::int64_t> axes = op == "ReduceSum" ? l.ints_of(n, 1, "axes") : std::vector<std::int64_t>{};
   if (const Attribute* a = n.attr("axes")) axes = a->ints;
-  if (axes.empty()) l.fail(n, "a reduction over all axes is not supported: name the axes");
+  if (axes.empty()) {  // every axis, unless noop_with_empty_axes asks for the input as it is
+    if (n.attr_int("noop_with_empty_axes", 0) != 0) l.fail(n, "noop_with_empty_axes is not supported");
+    for (std::size_t i = 0; i < xs.size(); ++i) axes.push_back(static_cast<std::int64_t>(i));
+  }
   for (std::int64_t& a : axes) a = l.axis_in(n, a, xs.size());
   std::sort(axes.begin(), axes.end());
   for (std::size_t i = 1; i < axes.size(); ++i)
