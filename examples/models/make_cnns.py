@@ -4,10 +4,11 @@ random BatchNorm statistics (no download), in inference mode, exported with torc
 torch.export-based exporter). With --reference, also random inputs (NAME_in/x.npy) and PyTorch's outputs
 (NAME_ref/y.npy) for `npusim run NAME.onnx --functional --inputs NAME_in --outputs OUT`.
 
-Sizes: small (batch 1, 64 x 64 images, for tests) and full (batch 1, 224 x 224, the models' ImageNet shape).
+Sizes: small (64 x 64 images, for tests) and full (224 x 224, the models' ImageNet shape); batch 1 unless --batch.
 --keep-batchnorm exports with the TorchScript exporter without constant folding, which keeps every BatchNormalization
 node (the default exporter folds them into the convolutions itself), so that npusim's fuse_conv does the folding.
-Usage: make_cnns.py [--size small|full] [--models resnet50,mobilenetv2] [--out DIR] [--reference] [--keep-batchnorm]"""
+Usage: make_cnns.py [--size small|full] [--batch N] [--models resnet50,mobilenetv2] [--out DIR] [--reference]
+                    [--keep-batchnorm]"""
 import argparse
 import os
 
@@ -109,11 +110,11 @@ def randomise(model):
             m.bias.data.copy_(torch.rand(c, generator=g) * 0.2 - 0.1)
 
 
-def export(name, size, out, reference, keep_batchnorm=False):
+def export(name, size, out, reference, keep_batchnorm=False, batch=1):
     torch.manual_seed(0)
     model = MODELS[name]().eval()
     randomise(model)
-    x = torch.randn(1, 3, size, size, generator=torch.Generator().manual_seed(2))
+    x = torch.randn(batch, 3, size, size, generator=torch.Generator().manual_seed(2))
     path = os.path.join(out, f"{name}.onnx")
     if keep_batchnorm:
         torch.onnx.export(model, (x,), path, input_names=["x"], output_names=["y"], dynamo=False, opset_version=17,
@@ -136,12 +137,13 @@ def main():
     ap.add_argument("--out", default=os.path.dirname(os.path.abspath(__file__)))
     ap.add_argument("--reference", action="store_true")
     ap.add_argument("--keep-batchnorm", action="store_true")
+    ap.add_argument("--batch", type=int, default=1)
     args = ap.parse_args()
     os.makedirs(args.out, exist_ok=True)
     for name in args.models.split(","):
         if name not in MODELS:
             ap.error(f"unknown model '{name}' (there are: {', '.join(MODELS)})")
-        export(name, SIZES[args.size], args.out, args.reference, args.keep_batchnorm)
+        export(name, SIZES[args.size], args.out, args.reference, args.keep_batchnorm, args.batch)
 
 
 if __name__ == "__main__":

@@ -4,7 +4,8 @@ BatchNorm statistics, 64 x 64 images) import, fuse and run end to end through `n
 match PyTorch's outputs, in two exports: the default (torch.export-based, which folds BatchNorm itself) and the
 TorchScript one without constant folding, whose BatchNormalization nodes npusim's fuse_conv folds into the
 convolutions (and which --no-fusion runs as per-channel scale and shift kernels, matching too). Every convolution
-is one Conv2D task on the Cube; consecutive convolutions hand their NC1HWC0 results over without converting back
+is one Conv2D task on the Cube (in the trace: Conv2D slices on the stream tracks, Mmad slices on the AIC cores' Cube
+pipe and LoadData3D, the img2col, on their MTE1); consecutive convolutions hand their NC1HWC0 results over without converting back
 (fewer TransData tasks than Conv2D ones); ResNet's stem pooling is one MaxPool task; the device holds the weights
 once, packed in fp16: under 5 B of constants per parameter (ResNet-50 takes 2.3: channels padded to 16;
 MobileNetV2 4.0: its depthwise weights are 16 channels a block-diagonal block), where uploading the float32 OIHW
@@ -40,6 +41,25 @@ def check(cond, what):
         print("FAIL:", what)
 
 
+def cube_in_trace(path):
+    """(Conv2D task slices, Mmad slices on an aic* process's M track, LoadData3D slices on its MTE1 track)."""
+    with open(path) as f:
+        events = json.load(f)["traceEvents"]
+    procs = {e["pid"]: e["args"]["name"] for e in events if e.get("ph") == "M" and e.get("name") == "process_name"}
+    threads = {(e["pid"], e["tid"]): e["args"]["name"] for e in events
+               if e.get("ph") == "M" and e.get("name") == "thread_name"}
+    count = collections.Counter()
+    for e in events:
+        if e.get("ph") != "X":
+            continue
+        track, proc = threads.get((e["pid"], e["tid"]), ""), procs.get(e["pid"], "")
+        if e["name"] == "Conv2D" and track.startswith("stream"):
+            count["conv"] += 1
+        elif proc.startswith("aic") and (track, e["name"]) in (("M", "Mmad"), ("MTE1", "LoadData3D")):
+            count[e["name"]] += 1
+    return count["conv"], count["Mmad"], count["LoadData3D"]
+
+
 def run(d, name, extra):
     out = os.path.join(d, f"{name}_out{len(extra)}")
     os.makedirs(out, exist_ok=True)
@@ -60,7 +80,8 @@ with tempfile.TemporaryDirectory() as top:
             sys.exit(1)
         for name in CONVS:
             ref = np.load(os.path.join(d, f"{name}_ref", "y.npy"))
-            runs = [("fused", [])] + ([("unfused", ["--no-fusion"])] if export == "keep-batchnorm" else [])
+            trace = os.path.join(d, f"{name}_trace.json")
+            runs = [("fused", ["--trace", trace])] + ([("unfused", ["--no-fusion"])] if export == "keep-batchnorm" else [])
             for label, extra in runs:
                 r, y, err = run(d, name, extra)
                 check(r is not None, f"{name} ({export}, {label}): run failed: {err}")
@@ -78,6 +99,9 @@ with tempfile.TemporaryDirectory() as top:
                         folded = r["graph"]["passes"].get("fuse_conv", 0)
                         check(folded == CONVS[name], f"{name}: fuse_conv folded {folded} BatchNorms")
                 if label == "fused":
+                    conv, mmad, img2col = cube_in_trace(trace)
+                    check(conv == CONVS[name] and mmad > 0 and img2col > 0,
+                          f"{name} ({export}): trace has {conv} Conv2D, {mmad} Mmad, {img2col} LoadData3D slices")
                     params = sum(int(np.prod(i.dims)) for i in onnx.load(os.path.join(d, f"{name}.onnx")).graph.initializer)
                     const = r["graph"]["constant_bytes"]
                     check(const < 5 * params, f"{name} ({export}): {const} B of constants for {params} parameters")
