@@ -64,6 +64,24 @@ void init_buffer(TPipe& pipe, TBuf<pos> (&bufs)[n], const BufferPlan& plan, cons
   for (TBuf<pos>& buf : bufs) pipe.InitBuffer(buf, b.bytes);
 }
 
+// A bias row of n values GM -> L1 -> the bias table (fp32), where a tile's first Mmad reads it: through the L1 queue
+// `q1` and the bias-table queue `qbt`; returns the bias-table tensor, dequeued (to free after that Mmad).
+template <class T>
+LocalTensor<float> load_bias_table(TQue<TPosition::A1, 1>& q1, TQue<TPosition::C2, 1>& qbt, GM_ADDR bias,
+                                   std::uint32_t n) {
+  GlobalTensor<T> g;
+  g.SetGlobalBuffer(bias);
+  LocalTensor<T> b1 = q1.template AllocTensor<T>();
+  DataCopyPad(b1, g, DataCopyExtParams{1, u32(n * sizeof(T)), 0, 0}, DataCopyPadExtParams<T>{});
+  q1.EnQue(b1);
+  b1 = q1.template DeQue<T>();
+  LocalTensor<float> bt = qbt.template AllocTensor<float>();
+  DataCopyBias(bt, b1, n);
+  qbt.EnQue(bt);
+  q1.FreeTensor(b1);
+  return qbt.template DeQue<float>();
+}
+
 // Elements of a row of `n` elements in UB (rows start 32 B-aligned).
 template <class T>
 constexpr std::uint64_t ub_row(std::uint64_t n) {

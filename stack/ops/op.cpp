@@ -109,6 +109,27 @@ double param_real(const Params& p, const std::string& key, double def, bool allo
   return v;
 }
 
+std::vector<std::uint32_t> param_uints(const Params& p, const std::string& key, std::size_t n, std::uint32_t def,
+                                       std::uint32_t min, std::uint32_t max) {
+  const auto it = p.find(key);
+  if (it == p.end()) return std::vector<std::uint32_t>(n, def);
+  std::vector<std::uint32_t> v;
+  std::size_t start = 0;
+  while (start <= it->second.size()) {
+    const std::size_t comma = std::min(it->second.find(',', start), it->second.size());
+    const std::uint32_t x = param_uint({{key, it->second.substr(start, comma - start)}}, key, 0, max);
+    if (x < min)
+      throw InputError("parameter " + key + "='" + it->second + "': each value must be at least " +
+                       std::to_string(min));
+    v.push_back(x);
+    start = comma + 1;
+  }
+  if (v.size() == 1) v.assign(n, v[0]);
+  if (v.size() != n)
+    throw InputError("parameter " + key + "='" + it->second + "' takes 1 or " + std::to_string(n) + " values");
+  return v;
+}
+
 Shape param_shape(const Params& p) {
   const auto it = p.find("shape");
   if (it == p.end()) throw InputError("parameter 'shape' is required, e.g. -p shape=1024x1024");

@@ -40,6 +40,28 @@ std::uint32_t param_uint(const std::map<std::string, std::string>& p, const std:
                          std::uint32_t max);
 // A finite number, positive (or non-negative with allow_zero), or `def` when absent.
 double param_real(const std::map<std::string, std::string>& p, const std::string& key, double def, bool allow_zero);
+// One or `n` comma-separated integers in min..max (e.g. stride=2 or stride=2,1: one value stands for all n), or n
+// times `def` when absent.
+std::vector<std::uint32_t> param_uints(const std::map<std::string, std::string>& p, const std::string& key,
+                                       std::size_t n, std::uint32_t def, std::uint32_t min, std::uint32_t max);
+// A window's `kernel`, `stride`, `dilation` (one value or h,w) and `pad` (one value or top,left,bottom,right, ONNX's
+// order) into a call with those fields (Conv2dCall, PoolCall).
+template <class Call>
+void parse_window(const std::map<std::string, std::string>& p, Call& c, std::uint32_t max_kernel,
+                  std::uint32_t max_stride) {
+  const auto k = param_uints(p, "kernel", 2, c.kh, 1, max_kernel), s = param_uints(p, "stride", 2, 1, 1, max_stride);
+  const auto d = param_uints(p, "dilation", 2, 1, 1, 255), pad = param_uints(p, "pad", 4, 0, 0, 255);
+  c.kh = k[0];
+  c.kw = k[1];
+  c.sh = s[0];
+  c.sw = s[1];
+  c.dh = d[0];
+  c.dw = d[1];
+  c.pad_top = pad[0];
+  c.pad_left = pad[1];
+  c.pad_bottom = pad[2];
+  c.pad_right = pad[3];
+}
 // The required `shape` parameter, e.g. -p shape=4x1024.
 std::vector<std::uint64_t> param_shape(const std::map<std::string, std::string>& p);
 

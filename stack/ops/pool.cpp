@@ -145,41 +145,9 @@ void pool_kernel(const PoolArgs& a) {
   }
 }
 
-std::vector<std::uint32_t> ints(const Params& p, const std::string& key, std::size_t n, std::uint32_t def,
-                                std::uint32_t min, std::uint32_t max) {
-  const auto it = p.find(key);
-  if (it == p.end()) return std::vector<std::uint32_t>(n, def);
-  std::vector<std::uint32_t> v;
-  std::size_t start = 0;
-  while (start <= it->second.size()) {
-    const std::size_t comma = std::min(it->second.find(',', start), it->second.size());
-    const std::uint32_t x = param_uint({{key, it->second.substr(start, comma - start)}}, key, 0, max);
-    if (x < min)
-      throw InputError("parameter " + key + "='" + it->second + "': each value must be at least " +
-                       std::to_string(min));
-    v.push_back(x);
-    start = comma + 1;
-  }
-  if (v.size() == 1) v.assign(n, v[0]);
-  if (v.size() != n)
-    throw InputError("parameter " + key + "='" + it->second + "' takes 1 or " + std::to_string(n) + " values");
-  return v;
-}
-
 PoolCall parse_call(const Params& p, bool max) {
   PoolCall c;
-  const auto k = ints(p, "kernel", 2, 2, 1, 255), s = ints(p, "stride", 2, 1, 1, 31);
-  const auto d = ints(p, "dilation", 2, 1, 1, 255), pad = ints(p, "pad", 4, 0, 0, 255);
-  c.kh = k[0];
-  c.kw = k[1];
-  c.sh = s[0];
-  c.sw = s[1];
-  c.dh = d[0];
-  c.dw = d[1];
-  c.pad_top = pad[0];
-  c.pad_left = pad[1];
-  c.pad_bottom = pad[2];
-  c.pad_right = pad[3];
+  parse_window(p, c, 255, 31);
   if (!max) c.count_include_pad = param_uint(p, "count_include_pad", 0, 1);
   return c;
 }

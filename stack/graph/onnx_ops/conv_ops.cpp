@@ -79,6 +79,19 @@ Window window_of(const Lowerer& l, const Node& n, const ops::Shape& xs, std::uin
   return w;
 }
 
+// A Window into a call with the same fields (Conv2dCall, PoolCall).
+template <class Call>
+void set_window(Call& c, const Window& w) {
+  c.sh = w.sh;
+  c.sw = w.sw;
+  c.dh = w.dh;
+  c.dw = w.dw;
+  c.pad_top = w.pads[0];
+  c.pad_left = w.pads[1];
+  c.pad_bottom = w.pads[2];
+  c.pad_right = w.pads[3];
+}
+
 // The call of a Conv node on an NCHW input of shape xs with OIHW weights ws.
 ops::Conv2dCall conv_call(const Lowerer& l, const Node& n, const ops::Shape& xs, const std::vector<std::int64_t>& ws) {
   ops::Conv2dCall c;
@@ -94,14 +107,7 @@ ops::Conv2dCall conv_call(const Lowerer& l, const Node& n, const ops::Shape& xs,
   c.kh = small(l, n, ws[2], "kernel height", 1, 511);
   c.kw = small(l, n, ws[3], "kernel width", 1, 511);
   const Window win = window_of(l, n, xs, c.kh, c.kw, 63);
-  c.sh = win.sh;
-  c.sw = win.sw;
-  c.dh = win.dh;
-  c.dw = win.dw;
-  c.pad_top = win.pads[0];
-  c.pad_left = win.pads[1];
-  c.pad_bottom = win.pads[2];
-  c.pad_right = win.pads[3];
+  set_window(c, win);
   c.relu = n.attr_int("relu", 0) != 0;
   return c;
 }
@@ -233,14 +239,7 @@ void lower_pool(Lowerer& l, const Node& n) {
   c.kh = small(l, n, kh, "kernel height", 1, 255);
   c.kw = small(l, n, kw, "kernel width", 1, 255);
   const Window win = window_of(l, n, xs, c.kh, c.kw, 31);
-  c.sh = win.sh;
-  c.sw = win.sw;
-  c.dh = win.dh;
-  c.dw = win.dw;
-  c.pad_top = win.pads[0];
-  c.pad_left = win.pads[1];
-  c.pad_bottom = win.pads[2];
-  c.pad_right = win.pads[3];
+  set_window(c, win);
   c.count_include_pad = !max && n.attr_int("count_include_pad", 0) != 0;
   const DType dt = l.t(x).desc.dtype, cube = dt == DType::kFp32 ? DType::kFp16 : dt;
   const int x5 = to_nc1hwc0(l, n, x, cube);

@@ -1,7 +1,5 @@
 // The conv2d op (conv_common.hpp has the geometry, tiling and kernel): the text form, the operands, the plan and
 // the reference.
-#include <sstream>
-
 #include "common/util/error.hpp"
 #include "stack/ops/conv/conv_common.hpp"
 
@@ -13,28 +11,6 @@ using hw::isa::DType;
 
 namespace {
 
-// A parameter of one or `n` comma-separated integers in 1..max (or 0..max), e.g. stride=2 or stride=2,1; one value
-// stands for all.
-std::vector<std::uint32_t> param_list(const Params& p, const std::string& key, std::size_t n, std::uint32_t def,
-                                      std::uint32_t min, std::uint32_t max) {
-  const auto it = p.find(key);
-  if (it == p.end()) return std::vector<std::uint32_t>(n, def);
-  std::vector<std::uint32_t> v;
-  std::stringstream in(it->second);
-  std::string item;
-  while (std::getline(in, item, ',')) {
-    const std::uint32_t x = param_uint({{key, item}}, key, 0, max);
-    if (x < min)
-      throw InputError("parameter " + key + "='" + it->second + "': each value must be at least " +
-                       std::to_string(min));
-    v.push_back(x);
-  }
-  if (v.size() == 1) v.assign(n, v[0]);
-  if (v.size() != n)
-    throw InputError("parameter " + key + "='" + it->second + "' takes 1 or " + std::to_string(n) + " values");
-  return v;
-}
-
 Conv2dCall parse_call(const Params& p) {
   Conv2dCall c;
   for (const char* key : {"C", "cout"})
@@ -43,18 +19,7 @@ Conv2dCall parse_call(const Params& p) {
                        "' is required, e.g. -p N=1 -p C=64 -p H=56 -p W=56 -p cout=64 -p kernel=3 -p pad=1");
   c.cin = param_uint(p, "C", 0, 1u << 20);
   c.cout = param_uint(p, "cout", 0, 1u << 20);
-  const auto k = param_list(p, "kernel", 2, 1, 1, 511), s = param_list(p, "stride", 2, 1, 1, 63);
-  const auto d = param_list(p, "dilation", 2, 1, 1, 255), pad = param_list(p, "pad", 4, 0, 0, 255);
-  c.kh = k[0];
-  c.kw = k[1];
-  c.sh = s[0];
-  c.sw = s[1];
-  c.dh = d[0];
-  c.dw = d[1];
-  c.pad_top = pad[0];
-  c.pad_left = pad[1];
-  c.pad_bottom = pad[2];
-  c.pad_right = pad[3];
+  parse_window(p, c, 511, 63);
   c.groups = param_uint(p, "groups", 1, 1u << 20);
   c.bias = param_uint(p, "bias", 0, 1);
   c.relu = param_uint(p, "relu", 0, 1);

@@ -129,17 +129,7 @@ class ConvCube {
   void start_tile(const TileAt& at) {
     acc_ = qc_.template AllocTensor<float>();
     if (!t_.bias_table) return;
-    GlobalTensor<T> gbias;
-    gbias.SetGlobalBuffer(g_.bias + (std::uint64_t{at.pack} * s_.cout_p + at.n0) * kEs);
-    LocalTensor<T> b1 = qbias1_.template AllocTensor<T>();
-    DataCopyPad(b1, gbias, DataCopyExtParams{1, u32(at.nt * kEs), 0, 0}, DataCopyPadExtParams<T>{});
-    qbias1_.EnQue(b1);
-    b1 = qbias1_.template DeQue<T>();
-    bt_ = qbt_.template AllocTensor<float>();
-    DataCopyBias(bt_, b1, at.nt);
-    qbt_.EnQue(bt_);
-    qbias1_.FreeTensor(b1);
-    bt_ = qbt_.template DeQue<float>();
+    bt_ = load_bias_table<T>(qbias1_, qbt_, g_.bias + (std::uint64_t{at.pack} * s_.cout_p + at.n0) * kEs, at.nt);
   }
 
   // One L1 step: its K = planes x taps x 16 columns in base_k slices, img2col into L0A, weights into L0B, Mmad.

@@ -124,17 +124,7 @@ class CubeSide {
   void start_tile(const TileAt& at) {
     acc_ = qc_.template AllocTensor<float>();
     if (!t_.bias_table) return;
-    GlobalTensor<T> gbias;
-    gbias.SetGlobalBuffer(g_.bias + static_cast<std::uint64_t>(at.n0) * kEs);
-    LocalTensor<T> b1 = qbias1_.template AllocTensor<T>();
-    DataCopyPad(b1, gbias, DataCopyExtParams{1, u32(at.nt * kEs), 0, 0}, DataCopyPadExtParams<T>{});
-    qbias1_.EnQue(b1);
-    b1 = qbias1_.template DeQue<T>();
-    bt_ = qbt_.template AllocTensor<float>();
-    DataCopyBias(bt_, b1, at.nt);
-    qbt_.EnQue(bt_);
-    qbias1_.FreeTensor(b1);
-    bt_ = qbt_.template DeQue<float>();
+    bt_ = load_bias_table<T>(qbias1_, qbt_, g_.bias + static_cast<std::uint64_t>(at.n0) * kEs, at.nt);
   }
 
   // One L1 step: its K range in base_k slices through L0A/L0B into the Cube.
