@@ -3,7 +3,6 @@
 // CANN keeps a CNN's activations in NC1HWC0 between its Cube and vector kernels.
 #include "stack/graph/layouts.hpp"
 
-#include <cmath>
 #include <map>
 #include <set>
 
@@ -20,10 +19,11 @@ bool elementwise(const std::string& op) {
   return ops.count(op) > 0;
 }
 
-// Whether the step maps zeros to finite values: the padded channels of NC1HWC0 hold 0, and a convolution reading
-// them multiplies them by zero weights, which an inf or NaN there would turn into NaN. Asked of the op's own
-// reference on one-element zero inputs.
-bool zeros_stay_finite(const Step& st, DType t) {
+// Whether the step maps zeros to zero: the padded channels of NC1HWC0 hold 0 and must keep holding 0 through a chain
+// of such steps (a convolution reads them against zero weights, which an inf or NaN there would turn into NaN, and a
+// pooling or reduction of a later conversion must not see them either). Asked of the op's own reference on
+// one-element zero inputs. Relu, a ReLU6 Clip, a residual Add keep 0; exp or sigmoid do not and stay in NCHW.
+bool keeps_zero(const Step& st, DType t) {
   const ops::OpDef* op = ops::find_op(st.op);
   if (!op || !op->reference) return false;
   ops::Call call = st.call;
@@ -32,7 +32,7 @@ bool zeros_stay_finite(const Step& st, DType t) {
   try {
     for (const ops::HostTensor& out : op->reference(in, call, std::vector<ops::HostTensor>(in.size(), {0.0f})))
       for (float v : out)
-        if (!std::isfinite(v)) return false;
+        if (v != 0.0f) return false;
   } catch (const std::exception&) {
     return false;
   }
@@ -78,10 +78,12 @@ class Propagation {
   }
   const ops::TensorDesc& desc(int t) const { return p_.tensors[static_cast<std::size_t>(t)].desc; }
 
-  // A cast between the Cube's 16-bit type and float32 of values that came from it: no rounding either way.
+  // A cast between float32 and the 16-bit type of the input's NC1HWC0 form, of values that came from that form: no
+  // rounding either way (a cast to another 16-bit type rounds, and its result is a tensor of that other type).
   bool exact(const Step& st) const {
     const DType from = desc(st.inputs[0]).dtype, to = desc(st.outputs[0]).dtype;
-    return from == DType::kFp32 || to == DType::kFp32;
+    const DType hd = desc(nc1hwc0(st.inputs[0])).dtype;
+    return (from == DType::kFp32 && to == hd) || (from == hd && to == DType::kFp32);
   }
 
   int add_tensor(const std::string& name, ops::TensorDesc d) {
@@ -90,7 +92,9 @@ class Propagation {
   }
 
   // An elementwise step whose every input has an NC1HWC0 form of the output's NCHW shape: the step on those forms,
-  // then the conversions to its NCHW output (dropped later when nothing reads it).
+  // which later convolutions and pooling read; and its NCHW output as before (dropped later when nothing reads it):
+  // converted from the new form when the step ran in that 16-bit type anyway, else the original step itself, so that
+  // a float32 output someone reads (a graph output, a reduction) keeps float32's range and precision.
   bool rewrite(const Step& st) {
     if (!elementwise(st.op) || !st.shapes.empty() || st.outputs.size() != 1 || st.inputs.empty()) return false;
     const int out = st.outputs[0];
@@ -103,24 +107,24 @@ class Propagation {
       ins.push_back(hd);
     }
     const DType t = desc(ins[0]).dtype;
-    if (!zeros_stay_finite(st, t)) return false;
+    if (!keeps_zero(st, t)) return false;
     Step on = st;
     on.inputs = ins;
     const int y5 = add_tensor(p_.tensors[static_cast<std::size_t>(out)].name + "/nc1hwc0", desc(ins[0]));
     on.outputs = {y5};
     if (auto* f = std::get_if<ops::FusedElementwiseCall>(&on.call)) f->shape = desc(y5).shape;
     p_.steps.push_back(std::move(on));
-    int y = out;
-    if (desc(out).dtype != t) y = add_tensor(p_.tensors[static_cast<std::size_t>(out)].name + "/nchw16", {shape, t});
-    p_.steps.push_back(Step{
-        st.node, "trans_data", ops::TransDataCall{false, static_cast<std::uint32_t>(shape[1])}, {y5}, {y}, {}, {}});
-    if (y != out) p_.steps.push_back(Step{st.node, "cast", ops::CastCall{desc(out).dtype}, {y}, {out}, {}, {}});
+    if (desc(out).dtype == t)
+      p_.steps.push_back(Step{
+          st.node, "trans_data", ops::TransDataCall{false, static_cast<std::uint32_t>(shape[1])}, {y5}, {out}, {}, {}});
+    else
+      p_.steps.push_back(st);
     hd_[out] = y5;
     return true;
   }
 
   Program& p_;
-  std::map<int, int> hd_;    // NCHW tensor -> the NC1HWC0 tensor of the same values
+  std::map<int, int> hd_;    // NCHW tensor -> the NC1HWC0 tensor of its values (in the 16-bit type)
   std::map<int, int> same_;  // a dropped conversion's output -> the tensor its readers now read
 };
 

@@ -174,6 +174,17 @@ ResizeCall parse_call(const Params& p) {
                        "' is not one of half_pixel, pytorch_half_pixel, align_corners, asymmetric");
     c.coord = m->second;
   }
+  if (const auto it = p.find("nearest"); it != p.end()) {
+    static const std::map<std::string, ResizeNearest> modes = {{"round_prefer_floor", ResizeNearest::kRoundPreferFloor},
+                                                               {"round_prefer_ceil", ResizeNearest::kRoundPreferCeil},
+                                                               {"floor", ResizeNearest::kFloor},
+                                                               {"ceil", ResizeNearest::kCeil}};
+    const auto m = modes.find(it->second);
+    if (m == modes.end())
+      throw InputError("parameter nearest='" + it->second +
+                       "' is not one of round_prefer_floor, round_prefer_ceil, floor, ceil");
+    c.nearest = m->second;
+  }
   return c;
 }
 
@@ -197,8 +208,10 @@ ResizeArgs args_of(const Shape& x, const ResizeCall& c) {
 OpDef resize_op() {
   OpDef d;
   d.name = "resize";
-  d.summary = "nearest or bilinear resizing of the last two dims (-p size=HxW -p mode=nearest|linear -p coord=...)";
-  d.params = {"shape", "size", "mode", "coord"};
+  d.summary =
+      "nearest or bilinear resizing of the last two dims (-p size=HxW -p mode=nearest|linear -p coord=... -p "
+      "nearest=...)";
+  d.params = {"shape", "size", "mode", "coord", "nearest"};
   d.parse = [](const Params& p) -> Call { return parse_call(p); };
   d.inputs = [](const Params& p, DType t) { return std::vector<TensorDesc>{{param_shape(p), t}}; };
   d.plan = [](const std::vector<TensorDesc>& in, const Call& call, const config::ChipConfig& chip) {

@@ -168,6 +168,7 @@ TEST(OpConv, ResizeMatchesTheDefinition) {
   for (const char* args : {"-p shape=1x3x8x8 -p size=16x16", "-p shape=1x3x8x8 -p size=16x16 -p mode=linear",
                            "-p shape=2x3x9x7 -p size=4x13 -p mode=linear -p coord=align_corners --dtype fp32",
                            "-p shape=2x3x9x7 -p size=20x5 -p coord=asymmetric --dtype fp32",
+                           "-p shape=2x3x9x7 -p size=4x3 -p nearest=ceil --dtype fp32",
                            "-p shape=2x3x9x7 -p size=5x20 -p mode=linear -p coord=pytorch_half_pixel --dtype fp32",
                            "-p shape=1x64x56x56 -p size=112x112 -p mode=linear --dtype bf16"}) {
     const auto j = op_json(std::string("resize --check ") + args);

@@ -15,6 +15,10 @@ Also torch.nn.functional.interpolate as a user writes it (nearest x2, bilinear t
 align_corners), in both exports: ONNX Resize in nearest and linear modes with three coordinate transformations,
 run in float32 (within 1e-4 of PyTorch), and a sum over all axes.
 
+And the limits of running elementwise steps on NC1HWC0 (docs/graph.md): exp of a convolution (outputs up to about e^17,
+beyond fp16's range) as a float32 graph output stays finite and float32-accurate, and a chain whose first step maps 0
+to 1 (exp, then 1 / (e - 1), infinite at 0) before another convolution gives no NaN (its padded channels would).
+
 Tolerance: float32 models whose convolutions, pooling and MatMul run in fp16 on the Cube (allow_fp32_to_fp16, as
 for the transformer examples): np.allclose with atol 5e-3, rtol 1e-2.
 Usage: example_cnns_test.py PATH/TO/npusim"""
@@ -149,5 +153,47 @@ with tempfile.TemporaryDirectory() as d:
             tol = 5e-3 * max(1.0, float(np.max(np.abs(ref)))) if k == "a" else 1e-4
             check(got.shape == ref.shape and e <= tol, f"interpolate ({export}) output {k}: max abs error {e} > {tol}")
             print(f"interpolate ({export}) output {k}: max abs error {e:.2e}")
+LIMITS = """
+import sys, numpy as np, torch
+from torch import nn
+class Net(nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.a = nn.Conv2d(3, 8, 3, padding=1)
+        self.b = nn.Conv2d(8, 4, 1)
+        with torch.no_grad():
+            self.a.weight.uniform_(0.4, 0.6)
+            self.a.bias.fill_(0.2)
+    def forward(self, x):
+        e = torch.exp(self.a(x))
+        return e, self.b(1 / (e - 1))
+torch.manual_seed(0)
+m, x = Net().eval(), torch.rand(1, 3, 12, 12) * 1.6
+out = sys.argv[1]
+torch.onnx.export(m, (x,), out + "/limits.onnx", input_names=["x"], output_names=["e", "r"])
+np.save(out + "/in/x.npy", x.numpy())
+with torch.no_grad():
+    e, r = m(x)
+np.save(out + "/ref_e.npy", e.numpy())
+np.save(out + "/ref_r.npy", r.numpy())
+"""
+with tempfile.TemporaryDirectory() as d:
+    os.makedirs(os.path.join(d, "in"))
+    p = subprocess.run([sys.executable, "-c", LIMITS, d], capture_output=True, text=True)
+    check(p.returncode == 0, f"limits export failed: {p.stderr[-2000:]}")
+    if p.returncode == 0:
+        out = os.path.join(d, "out")
+        r = subprocess.run([NPUSIM, "run", os.path.join(d, "limits.onnx"), "--functional", "--inputs",
+                            os.path.join(d, "in"), "--outputs", out], capture_output=True, text=True)
+        check(r.returncode == 0, f"limits: run failed: {r.stderr}")
+        if r.returncode == 0:
+            e, ref_e = np.load(os.path.join(out, "e.npy")), np.load(os.path.join(d, "ref_e.npy"))
+            rr, ref_r = np.load(os.path.join(out, "r.npy")), np.load(os.path.join(d, "ref_r.npy"))
+            check(float(np.max(ref_e)) > 65504, f"limits: exp reaches only {float(np.max(ref_e))}, within fp16")
+            # The convolution runs in fp16 (inputs and weights rounded): exp amplifies its ~1e-3 error by up to ~14.
+            check(np.all(np.isfinite(e)) and np.allclose(e, ref_e, rtol=2e-2), f"limits: exp output {np.max(np.abs(e / ref_e - 1))} off")
+            check(np.all(np.isfinite(rr)) and np.allclose(rr, ref_r, atol=1e-3, rtol=2e-2),
+                  f"limits: second convolution max error {float(np.max(np.abs(rr - ref_r)))}, finite {bool(np.all(np.isfinite(rr)))}")
+            print(f"limits: exp up to {float(np.max(e)):.3g}, second convolution max error {float(np.max(np.abs(rr - ref_r))):.2e}")
 print("failures:", len(failures))
 sys.exit(1 if failures else 0)

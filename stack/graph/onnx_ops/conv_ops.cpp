@@ -348,7 +348,9 @@ void lower_resize(Lowerer& l, const Node& n) {
   const ops::Shape xs = l.t(x).desc.shape, os = l.t(o).desc.shape;
   if (xs.size() < 2 || os.size() != xs.size() || !std::equal(xs.begin(), xs.end() - 2, os.begin()))
     l.fail(n, "only the last two axes may be resized: " + ops::shape_string(xs) + " -> " + ops::shape_string(os));
-  const bool upsample = n.op_type == "Upsample";
+  // Upsample and Resize-10 (before coordinate_transformation_mode and nearest_mode existed) resize as Upsample did:
+  // asymmetric coordinates, nearest rounding down (ONNX's version converter writes that into Resize-11).
+  const bool upsample = n.op_type == "Upsample" || (l.graph().opset > 0 && l.graph().opset < 11);
   ops::ResizeCall c;
   c.out_h = small(l, n, static_cast<std::int64_t>(os[os.size() - 2]), "output height", 1, 1 << 24);
   c.out_w = small(l, n, static_cast<std::int64_t>(os[os.size() - 1]), "output width", 1, 1 << 24);
