@@ -135,24 +135,32 @@ with torch.no_grad():
 np.save(out + "/ref_a.npy", a.numpy())
 np.save(out + "/ref_b.npy", b.numpy())
 """
-with tempfile.TemporaryDirectory() as d:
-    os.makedirs(os.path.join(d, "in"))
-    p = subprocess.run([sys.executable, "-c", INTERPOLATE, d], capture_output=True, text=True)
-    check(p.returncode == 0, f"interpolate export failed: {p.stderr[-2000:]}")
-    for export in ("dyn", "ts") if p.returncode == 0 else ():
-        out = os.path.join(d, f"out_{export}")
-        r = subprocess.run([NPUSIM, "run", os.path.join(d, f"{export}.onnx"), "--functional", "--inputs",
-                            os.path.join(d, "in"), "--outputs", out], capture_output=True, text=True)
-        check(r.returncode == 0, f"interpolate ({export}): run failed: {r.stderr}")
-        if r.returncode != 0:
-            continue
-        for k in "ab":
-            got, ref = np.load(os.path.join(out, f"{k}.npy")), np.load(os.path.join(d, f"ref_{k}.npy"))
-            e = float(np.max(np.abs(got - ref)))
-            # a: a sum of 3840 values of about 1 in float32 beside a bilinear resize of a convolution's fp16 result.
-            tol = 5e-3 * max(1.0, float(np.max(np.abs(ref)))) if k == "a" else 1e-4
-            check(got.shape == ref.shape and e <= tol, f"interpolate ({export}) output {k}: max abs error {e} > {tol}")
-            print(f"interpolate ({export}) output {k}: max abs error {e:.2e}")
+
+
+def export_and_run(label, script, models, outputs):
+    """Runs a PyTorch export script (writing MODEL.onnx for each model, in/x.npy and ref_NAME.npy into the directory it
+    is given), then each model through npusim; yields (model, {output: (npusim's, PyTorch's)})."""
+    with tempfile.TemporaryDirectory() as d:
+        os.makedirs(os.path.join(d, "in"))
+        p = subprocess.run([sys.executable, "-c", script, d], capture_output=True, text=True)
+        check(p.returncode == 0, f"{label}: export failed: {p.stderr[-2000:]}")
+        for model in models if p.returncode == 0 else ():
+            out = os.path.join(d, f"out_{model}")
+            r = subprocess.run([NPUSIM, "run", os.path.join(d, f"{model}.onnx"), "--functional", "--inputs",
+                                os.path.join(d, "in"), "--outputs", out], capture_output=True, text=True)
+            check(r.returncode == 0, f"{label} ({model}): run failed: {r.stderr}")
+            if r.returncode == 0:
+                yield model, {k: (np.load(os.path.join(out, f"{k}.npy")), np.load(os.path.join(d, f"ref_{k}.npy")))
+                              for k in outputs}
+
+
+for export, results in export_and_run("interpolate", INTERPOLATE, ("dyn", "ts"), "ab"):
+    for k, (got, ref) in results.items():
+        e = float(np.max(np.abs(got - ref)))
+        # a: a sum of 3840 values of about 1 in float32 beside a bilinear resize of a convolution's fp16 result.
+        tol = 5e-3 * max(1.0, float(np.max(np.abs(ref)))) if k == "a" else 1e-4
+        check(got.shape == ref.shape and e <= tol, f"interpolate ({export}) output {k}: max abs error {e} > {tol}")
+        print(f"interpolate ({export}) output {k}: max abs error {e:.2e}")
 LIMITS = """
 import sys, numpy as np, torch
 from torch import nn
@@ -177,23 +185,13 @@ with torch.no_grad():
 np.save(out + "/ref_e.npy", e.numpy())
 np.save(out + "/ref_r.npy", r.numpy())
 """
-with tempfile.TemporaryDirectory() as d:
-    os.makedirs(os.path.join(d, "in"))
-    p = subprocess.run([sys.executable, "-c", LIMITS, d], capture_output=True, text=True)
-    check(p.returncode == 0, f"limits export failed: {p.stderr[-2000:]}")
-    if p.returncode == 0:
-        out = os.path.join(d, "out")
-        r = subprocess.run([NPUSIM, "run", os.path.join(d, "limits.onnx"), "--functional", "--inputs",
-                            os.path.join(d, "in"), "--outputs", out], capture_output=True, text=True)
-        check(r.returncode == 0, f"limits: run failed: {r.stderr}")
-        if r.returncode == 0:
-            e, ref_e = np.load(os.path.join(out, "e.npy")), np.load(os.path.join(d, "ref_e.npy"))
-            rr, ref_r = np.load(os.path.join(out, "r.npy")), np.load(os.path.join(d, "ref_r.npy"))
-            check(float(np.max(ref_e)) > 65504, f"limits: exp reaches only {float(np.max(ref_e))}, within fp16")
-            # The convolution runs in fp16 (inputs and weights rounded): exp amplifies its ~1e-3 error by up to ~14.
-            check(np.all(np.isfinite(e)) and np.allclose(e, ref_e, rtol=2e-2), f"limits: exp output {np.max(np.abs(e / ref_e - 1))} off")
-            check(np.all(np.isfinite(rr)) and np.allclose(rr, ref_r, atol=1e-3, rtol=2e-2),
-                  f"limits: second convolution max error {float(np.max(np.abs(rr - ref_r)))}, finite {bool(np.all(np.isfinite(rr)))}")
-            print(f"limits: exp up to {float(np.max(e)):.3g}, second convolution max error {float(np.max(np.abs(rr - ref_r))):.2e}")
+for _, results in export_and_run("limits", LIMITS, ("limits",), "er"):
+    (e, ref_e), (rr, ref_r) = results["e"], results["r"]
+    check(float(np.max(ref_e)) > 65504, f"limits: exp reaches only {float(np.max(ref_e))}, within fp16")
+    # The convolution runs in fp16 (inputs and weights rounded): exp amplifies its ~1e-3 error by up to ~17.
+    check(np.all(np.isfinite(e)) and np.allclose(e, ref_e, rtol=2e-2), f"limits: exp output {np.max(np.abs(e / ref_e - 1))} off")
+    check(np.all(np.isfinite(rr)) and np.allclose(rr, ref_r, atol=1e-3, rtol=2e-2),
+          f"limits: second convolution max error {float(np.max(np.abs(rr - ref_r)))}, finite {bool(np.all(np.isfinite(rr)))}")
+    print(f"limits: exp up to {float(np.max(e)):.3g}, second convolution max error {float(np.max(np.abs(rr - ref_r))):.2e}")
 print("failures:", len(failures))
 sys.exit(1 if failures else 0)
