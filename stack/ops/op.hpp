@@ -62,6 +62,10 @@ void parse_window(const std::map<std::string, std::string>& p, Call& c, std::uin
   c.pad_bottom = pad[2];
   c.pad_right = pad[3];
 }
+// ONNX Resize's names of a coordinate transformation and of a nearest rounding (resize.cpp, for the op's text form
+// and the graph's lowering alike); InputError "`what` is not one of ..." for others.
+ResizeCoord resize_coord(const std::string& name, const std::string& what);
+ResizeNearest resize_nearest(const std::string& name, const std::string& what);
 // The required `shape` parameter, e.g. -p shape=4x1024.
 std::vector<std::uint64_t> param_shape(const std::map<std::string, std::string>& p);
 

@@ -163,28 +163,10 @@ ResizeCall parse_call(const Params& p) {
       throw InputError("parameter mode='" + it->second + "' is not one of nearest, linear");
     c.linear = it->second == "linear";
   }
-  if (const auto it = p.find("coord"); it != p.end()) {
-    static const std::map<std::string, ResizeCoord> modes = {{"half_pixel", ResizeCoord::kHalfPixel},
-                                                             {"pytorch_half_pixel", ResizeCoord::kPytorchHalfPixel},
-                                                             {"align_corners", ResizeCoord::kAlignCorners},
-                                                             {"asymmetric", ResizeCoord::kAsymmetric}};
-    const auto m = modes.find(it->second);
-    if (m == modes.end())
-      throw InputError("parameter coord='" + it->second +
-                       "' is not one of half_pixel, pytorch_half_pixel, align_corners, asymmetric");
-    c.coord = m->second;
-  }
-  if (const auto it = p.find("nearest"); it != p.end()) {
-    static const std::map<std::string, ResizeNearest> modes = {{"round_prefer_floor", ResizeNearest::kRoundPreferFloor},
-                                                               {"round_prefer_ceil", ResizeNearest::kRoundPreferCeil},
-                                                               {"floor", ResizeNearest::kFloor},
-                                                               {"ceil", ResizeNearest::kCeil}};
-    const auto m = modes.find(it->second);
-    if (m == modes.end())
-      throw InputError("parameter nearest='" + it->second +
-                       "' is not one of round_prefer_floor, round_prefer_ceil, floor, ceil");
-    c.nearest = m->second;
-  }
+  if (const auto it = p.find("coord"); it != p.end())
+    c.coord = resize_coord(it->second, "parameter coord='" + it->second + "'");
+  if (const auto it = p.find("nearest"); it != p.end())
+    c.nearest = resize_nearest(it->second, "parameter nearest='" + it->second + "'");
   return c;
 }
 
@@ -275,6 +257,27 @@ OpDef resize_op() {
 }
 
 }  // namespace
+
+ResizeCoord resize_coord(const std::string& name, const std::string& what) {
+  static const std::map<std::string, ResizeCoord> modes = {{"half_pixel", ResizeCoord::kHalfPixel},
+                                                           {"pytorch_half_pixel", ResizeCoord::kPytorchHalfPixel},
+                                                           {"align_corners", ResizeCoord::kAlignCorners},
+                                                           {"asymmetric", ResizeCoord::kAsymmetric}};
+  const auto m = modes.find(name);
+  if (m == modes.end())
+    throw InputError(what + " is not one of half_pixel, pytorch_half_pixel, align_corners, asymmetric");
+  return m->second;
+}
+
+ResizeNearest resize_nearest(const std::string& name, const std::string& what) {
+  static const std::map<std::string, ResizeNearest> modes = {{"round_prefer_floor", ResizeNearest::kRoundPreferFloor},
+                                                             {"round_prefer_ceil", ResizeNearest::kRoundPreferCeil},
+                                                             {"floor", ResizeNearest::kFloor},
+                                                             {"ceil", ResizeNearest::kCeil}};
+  const auto m = modes.find(name);
+  if (m == modes.end()) throw InputError(what + " is not one of round_prefer_floor, round_prefer_ceil, floor, ceil");
+  return m->second;
+}
 
 std::vector<OpDef> resize_ops() {
   return {resize_op()};

@@ -9,7 +9,6 @@
 #include <array>
 #include <cmath>
 #include <cstring>
-#include <map>
 #include <tuple>
 
 #include "stack/graph/onnx_ops/lowerer.hpp"
@@ -364,23 +363,13 @@ void lower_resize(Lowerer& l, const Node& n) {
     return a ? a->s : std::string(def);
   };
   const std::string coord = upsample ? "asymmetric" : text("coordinate_transformation_mode", "half_pixel");
-  static const std::map<std::string, ops::ResizeCoord> coords = {
-      {"half_pixel", ops::ResizeCoord::kHalfPixel},
-      {"pytorch_half_pixel", ops::ResizeCoord::kPytorchHalfPixel},
-      {"align_corners", ops::ResizeCoord::kAlignCorners},
-      {"asymmetric", ops::ResizeCoord::kAsymmetric}};
-  const auto cm = coords.find(coord);
-  if (cm == coords.end()) l.fail(n, "coordinate_transformation_mode '" + coord + "' is not supported");
-  c.coord = cm->second;
   const std::string nm = upsample ? "floor" : text("nearest_mode", "round_prefer_floor");
-  static const std::map<std::string, ops::ResizeNearest> nearest = {
-      {"round_prefer_floor", ops::ResizeNearest::kRoundPreferFloor},
-      {"round_prefer_ceil", ops::ResizeNearest::kRoundPreferCeil},
-      {"floor", ops::ResizeNearest::kFloor},
-      {"ceil", ops::ResizeNearest::kCeil}};
-  const auto nmi = nearest.find(nm);
-  if (nmi == nearest.end()) l.fail(n, "nearest_mode '" + nm + "' is not supported");
-  c.nearest = nmi->second;
+  try {
+    c.coord = ops::resize_coord(coord, "coordinate_transformation_mode '" + coord + "'");
+    c.nearest = ops::resize_nearest(nm, "nearest_mode '" + nm + "'");
+  } catch (const InputError& e) {
+    l.fail(n, e.what());
+  }
   if (n.attr_int("antialias", 0) != 0) l.fail(n, "antialias is not supported");
   if (text("keep_aspect_ratio_policy", "stretch") != "stretch")
     l.fail(n, "keep_aspect_ratio_policy other than stretch is not supported");
