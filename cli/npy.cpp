@@ -38,7 +38,14 @@ NpyArray read_npy(const std::string& path) {
   else if (descr.find("'<u2'") != std::string::npos) a.dtype = DType::kBf16;
   else if (descr.find("'<i4'") != std::string::npos) a.dtype = DType::kInt32;
   else if (descr.find("'|i1'") != std::string::npos) a.dtype = DType::kInt8;
-  else throw InputError(path + ": element type " + descr.substr(0, descr.find(',')) + " is not float32, float16, uint16 (bfloat16 bits), int32 or int8");
+  else if (descr.find("'<i8'") != std::string::npos)
+    a.file_type = stack::graph::ElemType::kInt64;
+  else if (descr.find("'|b1'") != std::string::npos)
+    a.file_type = stack::graph::ElemType::kBool;
+  else
+    throw InputError(path + ": element type " + descr.substr(0, descr.find(',')) +
+                     " is not float32, float16, uint16 (bfloat16 bits), int32, int8, int64 or bool");
+  if (a.file_type != stack::graph::ElemType::kUndefined) a.dtype = *stack::graph::storage_dtype(a.file_type);
   if (field("fortran_order").find("True") < field("fortran_order").find(',')) throw InputError(path + ": Fortran order is not supported");
   const std::string shape = field("shape");
   const auto open = shape.find('('), close = shape.find(')');
@@ -49,7 +56,9 @@ NpyArray read_npy(const std::string& path) {
   }
   std::uint64_t n = 1;
   for (auto d : a.shape) n *= d;
-  const std::uint64_t bytes = n * hw::isa::dtype_bytes(a.dtype);
+  const std::uint64_t bytes =
+      n * (a.file_type != stack::graph::ElemType::kUndefined ? stack::graph::elem_bytes(a.file_type)
+                                                             : hw::isa::dtype_bytes(a.dtype));
   if (s.size() - start - header_len != bytes)
     throw InputError(path + ": " + std::to_string(s.size() - start - header_len) + " data bytes for shape of " + std::to_string(n) + " elements");
   a.bytes.assign(s.begin() + static_cast<std::ptrdiff_t>(start + header_len), s.end());
@@ -60,11 +69,13 @@ void write_npy(const std::string& path, const NpyArray& a) {
   std::string shape = "(";
   for (std::size_t i = 0; i < a.shape.size(); ++i) shape += std::to_string(a.shape[i]) + (a.shape.size() == 1 || i + 1 < a.shape.size() ? "," : "");
   shape += ")";
-  const char* descr = a.dtype == DType::kFp32    ? "<f4"
-                      : a.dtype == DType::kFp16  ? "<f2"
-                      : a.dtype == DType::kInt32 ? "<i4"
-                      : a.dtype == DType::kInt8  ? "|i1"
-                                                 : "<u2";
+  const char* descr = a.file_type == stack::graph::ElemType::kInt64  ? "<i8"
+                      : a.file_type == stack::graph::ElemType::kBool ? "|b1"
+                      : a.dtype == DType::kFp32                      ? "<f4"
+                      : a.dtype == DType::kFp16                      ? "<f2"
+                      : a.dtype == DType::kInt32                     ? "<i4"
+                      : a.dtype == DType::kInt8                      ? "|i1"
+                                                                     : "<u2";
   std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   while ((10 + header.size() + 1) % 64) header += ' ';
   header += '\n';

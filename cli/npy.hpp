@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "hw/isa/dtype.hpp"
+#include "stack/graph/graph.hpp"
 
 namespace npusim::cli {
 
@@ -13,10 +14,13 @@ struct NpyArray {
   hw::isa::DType dtype = hw::isa::DType::kFp32;  // '<f4', '<f2', '<i4', '|i1'; bfloat16 is written as '<u2' bits
   std::vector<std::uint64_t> shape;
   std::vector<std::uint8_t> bytes;
+  // int64 ('<i8') or bool ('|b1') data, which the device stores as int32 or int8 (graph::to_storage converts): the
+  // bytes are then in this type, and dtype names the device's.
+  stack::graph::ElemType file_type = stack::graph::ElemType::kUndefined;
 };
 
-// Throws InputError naming the file for a file that is not a C-order .npy of float32, float16, int32, int8 (or
-// uint16 bits read as bfloat16).
+// Throws InputError naming the file for a file that is not a C-order .npy of float32, float16, int32, int8, int64,
+// bool (or uint16 bits read as bfloat16).
 NpyArray read_npy(const std::string& path);
 void write_npy(const std::string& path, const NpyArray& a);
 

@@ -43,15 +43,16 @@ int run_op_command(const OpOptions& opts) {
   const ops::Call call = stack::framework::Session::op_call(opts.name, params);
   const ops::OpDef* op = ops::find_op(opts.name);
   const config::LoadedConfig loaded = config::load_config(opts.config, opts.sets);
-  (void)op->plan(inputs, call, loaded.chip);  // a call the op refuses is refused before any file is opened
+  (void)ops::plan_op(*op, inputs, call, loaded.chip);  // a call the op refuses is refused before any file is opened
   const hw::core::Mode mode = opts.check ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
   stack::framework::Session session(loaded, mode, opts.files);
 
   std::mt19937_64 rng(2026);
   std::vector<std::vector<std::uint8_t>> in_bytes(inputs.size());
   std::vector<ops::HostTensor> in_values(inputs.size());
+  const std::vector<std::pair<float, float>> ranges = op->ranges_of ? op->ranges_of(inputs) : op->input_ranges;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
-    const std::pair<float, float> range = i < op->input_ranges.size() ? op->input_ranges[i] : std::make_pair(-1.0f, 1.0f);
+    const std::pair<float, float> range = i < ranges.size() ? ranges[i] : std::make_pair(-1.0f, 1.0f);
     if (mode == hw::core::Mode::kFunctional) random_tensor(inputs[i], range, rng, in_bytes[i], in_values[i]);
   }
   stack::framework::RunResult result = session.run_op(opts.name, call, inputs, in_bytes, params, opts.warmup);
@@ -60,7 +61,8 @@ int run_op_command(const OpOptions& opts) {
   const std::uint32_t block_dim = report["op"]["block_dim"].get<std::uint32_t>();
   std::vector<ops::TensorDesc> outs;
   for (const auto& o : report["op"]["outputs"])
-    outs.push_back({ops::parse_shape(o["shape"].get<std::string>()), ops::parse_dtype(o["dtype"].get<std::string>())});
+    outs.push_back(
+        {ops::parse_shape(o["shape"].get<std::string>()), ops::parse_dtype(o["dtype"].get<std::string>(), true)});
   int status = 0;
   if (opts.check) {
     const std::vector<ops::HostTensor> ref = op->reference(inputs, call, in_values);

@@ -130,22 +130,26 @@ int run_model_command(const RunOptions& opts) {
       if (!files.empty()) {
         const std::string& path = files[k];
         NpyArray a;
+        const std::string what = "input '" + pt.name + "' (" + path + ")";
         if (path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0) {
           a = read_npy(path);
           if (a.shape.empty()) a.shape = {1};  // a rank-0 array: the program holds scalars as one element
         } else {
           const graph::Tensor t = stack::framework::read_tensor_pb(path).second;
-          const auto dt = graph::device_dtype(t.type);
-          if (!dt) throw InputError("input '" + pt.name + "' (" + path + "): element type " + std::string(graph::elem_name(t.type)) + " is not float");
+          const auto dt = graph::storage_dtype(t.type);
+          if (!dt)
+            throw InputError(what + ": element type " + std::string(graph::elem_name(t.type)) + " has no device form");
           a.dtype = *dt;
+          a.file_type = t.type;
           for (auto d : t.shape) a.shape.push_back(static_cast<std::uint64_t>(d));
           if (a.shape.empty()) a.shape = {1};
           a.bytes = t.bytes;
         }
+        if (a.file_type != graph::ElemType::kUndefined) a.bytes = graph::to_storage(a.file_type, a.bytes, what);
         if (a.dtype != pt.desc.dtype || a.shape != pt.desc.shape)
-          throw InputError("input '" + pt.name + "' (" + path + "): expected " + ops::shape_string(pt.desc.shape) + " " +
-                           std::string(hw::isa::dtype_name(pt.desc.dtype)) + ", got " + ops::shape_string(a.shape) + " " +
-                           std::string(hw::isa::dtype_name(a.dtype)));
+          throw InputError(what + ": expected " + ops::shape_string(pt.desc.shape) + " " +
+                           std::string(hw::isa::dtype_name(pt.desc.dtype)) + ", got " + ops::shape_string(a.shape) +
+                           " " + std::string(hw::isa::dtype_name(a.dtype)));
         inputs.push_back(a.bytes);
         continue;
       }
@@ -183,11 +187,15 @@ int run_model_command(const RunOptions& opts) {
     for (std::size_t k = 0; k < program.outputs.size(); ++k) {
       const graph::ProgramTensor& t = program.tensors[static_cast<std::size_t>(program.outputs[k])];
       const std::string npy = file_of(opts.outputs_dir, t.name);
-      write_npy(npy, NpyArray{t.desc.dtype, t.desc.shape, result.outputs[k]});
+      // int64 and bool outputs in their own types (the device holds them as int32 and int8).
+      const bool wide = t.type == graph::ElemType::kInt64 || t.type == graph::ElemType::kBool;
+      const std::vector<std::uint8_t> bytes = wide ? graph::from_storage(t.type, result.outputs[k]) : result.outputs[k];
+      const ops::Shape shape = t.rank0 ? ops::Shape{} : t.desc.shape;  // a rank-0 output keeps its rank
+      write_npy(npy, NpyArray{t.desc.dtype, shape, bytes, wide ? t.type : graph::ElemType::kUndefined});
       graph::Tensor pb;
-      pb.type = graph::elem_type_of(t.desc.dtype);
-      for (auto d : t.desc.shape) pb.shape.push_back(static_cast<std::int64_t>(d));
-      pb.bytes = result.outputs[k];
+      pb.type = wide ? t.type : graph::elem_type_of(t.desc.dtype);
+      for (auto d : shape) pb.shape.push_back(static_cast<std::int64_t>(d));
+      pb.bytes = bytes;
       stack::framework::write_tensor_pb(npy.substr(0, npy.size() - 4) + ".pb", t.name, pb);
       stack::framework::write_tensor_pb(opts.outputs_dir + "/output_" + std::to_string(k) + ".pb", t.name, pb);
     }

@@ -22,6 +22,9 @@ constexpr std::uint32_t dtype_bytes(DType t) {
   return 0;
 }
 std::string_view dtype_name(DType t);
+constexpr bool is_float(DType t) {
+  return t == DType::kFp16 || t == DType::kBf16 || t == DType::kFp32;
+}
 
 // Rounding modes of Cast (Ascend C's RoundMode names in parentheses).
 enum class Round : std::uint8_t {

@@ -14,9 +14,6 @@ namespace {
 
 constexpr std::uint64_t kFractalBytes = 512;
 
-
-bool is_float(DType t) { return t == DType::kFp16 || t == DType::kBf16 || t == DType::kFp32; }
-
 // double -> float with a rounding mode (for int32 -> fp32 casts, where the int is exact in double).
 float narrow(double d, Round mode) {
   float f = static_cast<float>(d);  // to nearest, ties to even

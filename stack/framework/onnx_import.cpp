@@ -384,7 +384,16 @@ void write_tensor_pb(const std::string& path, const std::string& name, const gra
   int type = onnx::TensorProto::FLOAT;
   if (t.type == ElemType::kFloat16) type = onnx::TensorProto::FLOAT16;
   else if (t.type == ElemType::kBFloat16) type = onnx::TensorProto::BFLOAT16;
-  else if (t.type != ElemType::kFloat32) throw InputError(path + ": only float tensors are written");
+  else if (t.type == ElemType::kInt64)
+    type = onnx::TensorProto::INT64;
+  else if (t.type == ElemType::kInt32)
+    type = onnx::TensorProto::INT32;
+  else if (t.type == ElemType::kInt8)
+    type = onnx::TensorProto::INT8;
+  else if (t.type == ElemType::kBool)
+    type = onnx::TensorProto::BOOL;
+  else if (t.type != ElemType::kFloat32)
+    throw InputError(path + ": " + std::string(elem_name(t.type)) + " tensors are not written");
   p.set_data_type(type);
   for (auto d : t.shape) p.add_dims(d);
   p.set_raw_data(std::string(t.bytes.begin(), t.bytes.end()));

@@ -65,7 +65,7 @@ std::vector<TensorSpec> specs(const graph::Program& p, const std::vector<int>& i
   std::vector<TensorSpec> out;
   for (int i : ids) {
     const graph::ProgramTensor& t = p.tensors[static_cast<std::size_t>(i)];
-    out.push_back({t.name, t.desc});
+    out.push_back({t.name, t.desc, std::string(graph::elem_name(t.type))});
   }
   return out;
 }
@@ -272,11 +272,13 @@ nlohmann::json op_report(const std::string& name, const ops::Params& params, con
     o["flops"] = plan.flops;
     o["tflops"] = plan.flops / kernel_s / 1e12;
   }
-  // The op's compulsory traffic (every input read once, every output written once) over the kernel's span: the
+  // The op's compulsory traffic (every input read once, every output written once, unless the op states less) over
+  // the kernel's span: the
   // effective bandwidth, and it over the HBM peak.
   std::uint64_t op_bytes = 0;
   for (const auto& t : inputs) op_bytes += t.bytes();
   for (const auto& t : plan.outputs) op_bytes += t.bytes();
+  if (plan.compulsory_bytes) op_bytes = *plan.compulsory_bytes;
   o["bytes"] = op_bytes;
   o["effective_GBps"] = static_cast<double>(op_bytes) / kernel_s / 1e9;
   o["hbm_peak_fraction"] = static_cast<double>(op_bytes) / kernel_s / chip.hbm.peak_bytes_per_second();
@@ -313,7 +315,7 @@ RunResult Session::run_op(const std::string& name, const ops::Call& call, const 
                          " bytes), " + std::to_string(values[i].size()) + " bytes given");
   }
   // Shapes and tiling are checked before anything is simulated.
-  const ops::OpPlan plan = op.plan(inputs, call, chip());
+  const ops::OpPlan plan = ops::plan_op(op, inputs, call, chip());
   std::vector<std::vector<std::uint8_t>> out(plan.outputs.size());
   std::vector<std::uint64_t> buffers;
   auto stream = [&](runtime::Device& d) {

@@ -37,6 +37,7 @@ struct CompileOptions {
 struct TensorSpec {
   std::string name;
   ops::TensorDesc desc;
+  std::string type;  // the model's element type ("float32", "int64", "bool"...): int64 is stored as int32, bool as int8
 };
 
 class Model {

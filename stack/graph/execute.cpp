@@ -15,7 +15,7 @@ Executor::Executor(const Program& p, const config::ChipConfig& chip, std::uint32
       in.push_back(d);
     }
     try {
-      ops::OpPlan plan = op->plan(in, s.call, chip);
+      ops::OpPlan plan = ops::plan_op(*op, in, s.call, chip);
       for (std::size_t o = 0; o < s.outputs.size(); ++o) {
         const ops::TensorDesc& want = p.tensors[static_cast<std::size_t>(s.outputs[o])].desc;
         if (ops::elements(plan.outputs.at(o).shape) != ops::elements(want.shape) || plan.outputs[o].dtype != want.dtype)

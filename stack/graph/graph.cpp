@@ -1,8 +1,10 @@
 #include "stack/graph/graph.hpp"
 
 #include <algorithm>
+#include <climits>
 #include <cstring>
 
+#include "common/util/error.hpp"
 #include "hw/isa/dtype.hpp"
 
 namespace npusim::stack::graph {
@@ -53,6 +55,58 @@ ElemType elem_type_of(hw::isa::DType t) {
     case hw::isa::DType::kInt8: return ElemType::kInt8;
   }
   return ElemType::kUndefined;
+}
+
+std::optional<hw::isa::DType> storage_dtype(ElemType t) {
+  if (const auto d = device_dtype(t)) return d;
+  switch (t) {
+    case ElemType::kBool: return hw::isa::DType::kInt8;
+    case ElemType::kInt64:
+    case ElemType::kInt32:
+    case ElemType::kInt16:
+    case ElemType::kInt8:
+    case ElemType::kUint8: return hw::isa::DType::kInt32;
+    default: return std::nullopt;
+  }
+}
+
+std::vector<std::uint8_t> to_storage(ElemType type, const std::vector<std::uint8_t>& bytes, const std::string& what) {
+  const auto d = storage_dtype(type);
+  if (!d) throw InputError(what + ": element type " + std::string(elem_name(type)) + " has no device form");
+  if (elem_type_of(*d) == type) return bytes;
+  if (type == ElemType::kBool) {  // any non-zero byte is true
+    std::vector<std::uint8_t> out(bytes.size());
+    for (std::size_t i = 0; i < bytes.size(); ++i) out[i] = bytes[i] != 0;
+    return out;
+  }
+  Tensor t;
+  t.type = type;
+  t.shape = {static_cast<std::int64_t>(bytes.size() / elem_bytes(type))};
+  t.bytes = bytes;
+  const std::vector<std::int64_t> v = t.as_ints();
+  std::vector<std::uint8_t> out(v.size() * 4);
+  for (std::size_t i = 0; i < v.size(); ++i) {
+    if (v[i] < INT32_MIN || v[i] > INT32_MAX)
+      throw InputError(what + ": element " + std::to_string(i) + " is " + std::to_string(v[i]) +
+                       ", outside int32 (the device holds " + std::string(elem_name(type)) + " values as int32)");
+    const auto x = static_cast<std::int32_t>(v[i]);
+    std::memcpy(&out[i * 4], &x, 4);
+  }
+  return out;
+}
+
+std::vector<std::uint8_t> from_storage(ElemType type, const std::vector<std::uint8_t>& bytes) {
+  const auto d = storage_dtype(type);
+  if (!d || elem_type_of(*d) == type || type == ElemType::kBool) return bytes;
+  const std::size_t n = bytes.size() / 4, es = elem_bytes(type);
+  std::vector<std::uint8_t> out(n * es);
+  for (std::size_t i = 0; i < n; ++i) {
+    std::int32_t x = 0;
+    std::memcpy(&x, &bytes[i * 4], 4);
+    const std::int64_t v = x;
+    std::memcpy(&out[i * es], &v, es);  // little-endian: the low bytes of the value
+  }
+  return out;
 }
 
 std::string dims_string(const Dims& d) {

@@ -27,6 +27,14 @@ std::size_t elem_bytes(ElemType t);  // 0 for kUndefined
 // The device element type of a float ElemType (float32, float16, bfloat16); none for the others.
 std::optional<hw::isa::DType> device_dtype(ElemType t);
 ElemType elem_type_of(hw::isa::DType t);
+// The device element type a value of type t is stored in: the float types as they are, bool as int8 (0 or 1, one
+// byte as CANN's bool), int64 / int32 / int16 / int8 / uint8 as int32 (indices, ids and masks; an int64 value
+// outside int32 is refused where it crosses to the device); none for float64 and undefined.
+std::optional<hw::isa::DType> storage_dtype(ElemType t);
+// Host data of type `type` as the bytes of storage_dtype(type) (int64 narrowed to int32), and back; InputError
+// naming `what` and the element for a value that does not fit.
+std::vector<std::uint8_t> to_storage(ElemType type, const std::vector<std::uint8_t>& bytes, const std::string& what);
+std::vector<std::uint8_t> from_storage(ElemType type, const std::vector<std::uint8_t>& bytes);
 
 // A dimension: a fixed size, or a symbol ("batch", "seq") bound when the graph runs.
 struct Dim {

@@ -22,6 +22,8 @@ struct ProgramTensor {
   ops::TensorDesc desc;
   int alias = -1;                       // a view: the tensor whose buffer it shares
   std::vector<std::uint8_t> constant;   // bytes to upload before the first step (in desc.dtype)
+  ElemType type = ElemType::kUndefined;  // the graph value's element type (int64 and bool are stored as int32, int8)
+  bool rank0 = false;                    // a rank-0 graph value, held as one element
 };
 
 struct Step {

@@ -165,6 +165,7 @@ struct FusedElementwiseCall {
   static constexpr const char* kName = "FusedElementwiseCall";
   std::string expr;
   Shape shape;  // the output's
+  std::optional<hw::isa::DType> to;  // the output's element type (none: the first float input's, else input 0's)
 };
 
 using Call = std::variant<Operands, CastCall, MatMulCall, Conv2dCall, PoolCall, ResizeCall, TransDataCall,

@@ -435,6 +435,7 @@ using ParseFn = Call (*)(const Params&);
 OpDef copy_op(const std::string& name, ParseFn parse, JobsFn call, const std::string& summary, std::vector<std::string> params) {
   OpDef d;
   d.name = name;
+  d.takes_integers = true;  // bytes are moved as they are
   d.summary = summary;
   d.params = std::move(params);
   d.parse = parse;
@@ -471,7 +472,7 @@ OpDef copy_op(const std::string& name, ParseFn parse, JobsFn call, const std::st
     plan.tiling = {{"tiles", static_cast<double>(units)}, {"jobs", static_cast<double>(a.jobs.size())},
                    {"stage_bytes", static_cast<double>(a.stage_bytes)}};
     // An expand of the innermost dim fills rows in the UB instead (splat_kernel).
-    if (name == "expand" && a.jobs.size() == 1) {
+    if (name == "expand" && a.jobs.size() == 1 && es > 1) {  // (int8 rows go as copy jobs)
       if (const auto sp = splat_of(a.jobs[0], es, a.stage_bytes)) {
         plan.block_dim = u32(std::max<std::uint64_t>(1, std::min<std::uint64_t>(sp->units, chip.vector_units())));
         plan.tiling = {{"tiles", static_cast<double>(sp->units)}, {"splat_row", static_cast<double>(sp->len)},
@@ -483,7 +484,8 @@ OpDef copy_op(const std::string& name, ParseFn parse, JobsFn call, const std::st
           switch (t) {
             case DType::kFp16: return [g] { splat_kernel<half>(g); };
             case DType::kBf16: return [g] { splat_kernel<bfloat16_t>(g); };
-            default: return [g] { splat_kernel<float>(g); };
+            default:
+              return [g] { splat_kernel<float>(g); };  // fp32, and int32 bits (Duplicate stores them as they are)
           }
         };
         return plan;
@@ -492,7 +494,8 @@ OpDef copy_op(const std::string& name, ParseFn parse, JobsFn call, const std::st
     plan.kernel = [a, t](const std::vector<std::uint64_t>& buf) -> std::function<void()> {
       CopyArgs g = a;
       g.buf.assign(buf.begin(), buf.end());
-      switch (hw::isa::dtype_bytes(t)) {
+      switch (hw::isa::dtype_bytes(t)) {  // bytes are moved as they are: one type per element size
+        case 1: return [g] { copy_kernel<std::int8_t>(g); };
         case 2: return [g] { copy_kernel<half>(g); };
         default: return [g] { copy_kernel<float>(g); };
       }

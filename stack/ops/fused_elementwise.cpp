@@ -7,7 +7,13 @@
 //   binary   add sub mul div max min
 //   unary    neg exp log sqrt rsqrt abs reciprocal relu sigmoid tanh erf gelu gelu_tanh silu
 //   select   where(c, a, b) = c != 0 ? a : b
-// e.g. mul(silu(x0), x1), add(x0, mul(x1, 0.5)), where(x0, -inf, x1).
+//   compare  eq ne lt le gt ge (1 where it holds, else 0), isnan(a) = ne(a, a)
+//   logic    and or xor (of a != 0 and b != 0), not(a) = eq(a, 0)
+// e.g. mul(silu(x0), x1), add(x0, mul(x1, 0.5)), where(x0, -inf, x1), where(and(x0, ne(x1, 0)), 0, -inf).
+// Inputs may differ in element type (fp16, bf16, fp32, int32, int8 -- a bool is an int8 of 0 or 1; -p dtype_xK),
+// and the output may have its own (-p to=...; by default the first float input's, else input 0's): every input is
+// converted to fp32 on the way in (int8 through fp16, as the hardware's Cast goes) and the result to the output
+// type on the way out (to an integer: truncated toward zero, as ONNX's and C's casts do; through fp16 for int8).
 // Input k has the output's shape or the shape of its trailing dims (-p shape_xK=...): it then repeats with that
 // period, and tiles are cut so that no tile crosses a repetition.
 //
@@ -33,10 +39,40 @@ namespace {
 constexpr std::size_t kMaxInputs = 8;
 
 enum class Fn : std::uint8_t {
-  kInput, kConst,
-  kAdd, kSub, kMul, kDiv, kMax, kMin,
-  kNeg, kExp, kLog, kSqrt, kRsqrt, kAbs, kReciprocal, kRelu, kSigmoid, kTanh, kErf, kGelu, kGeluTanh, kSilu,
+  kInput,
+  kConst,
+  kAdd,
+  kSub,
+  kMul,
+  kDiv,
+  kMax,
+  kMin,
+  kNeg,
+  kExp,
+  kLog,
+  kSqrt,
+  kRsqrt,
+  kAbs,
+  kReciprocal,
+  kRelu,
+  kSigmoid,
+  kTanh,
+  kErf,
+  kGelu,
+  kGeluTanh,
+  kSilu,
   kWhere,
+  kEq,
+  kNe,
+  kLt,
+  kLe,
+  kGt,
+  kGe,
+  kIsNan,
+  kAnd,
+  kOr,
+  kXor,
+  kNot,  // parsed only: rewritten into compares and min/max
 };
 
 struct FnInfo {
@@ -44,12 +80,38 @@ struct FnInfo {
   Fn fn;
   int arity;
 };
-constexpr FnInfo kFns[] = {
-    {"add", Fn::kAdd, 2}, {"sub", Fn::kSub, 2}, {"mul", Fn::kMul, 2}, {"div", Fn::kDiv, 2}, {"max", Fn::kMax, 2},
-    {"min", Fn::kMin, 2}, {"neg", Fn::kNeg, 1}, {"exp", Fn::kExp, 1}, {"log", Fn::kLog, 1}, {"sqrt", Fn::kSqrt, 1},
-    {"rsqrt", Fn::kRsqrt, 1}, {"abs", Fn::kAbs, 1}, {"reciprocal", Fn::kReciprocal, 1}, {"relu", Fn::kRelu, 1},
-    {"sigmoid", Fn::kSigmoid, 1}, {"tanh", Fn::kTanh, 1}, {"erf", Fn::kErf, 1}, {"gelu", Fn::kGelu, 1},
-    {"gelu_tanh", Fn::kGeluTanh, 1}, {"silu", Fn::kSilu, 1}, {"where", Fn::kWhere, 3}};
+constexpr FnInfo kFns[] = {{"add", Fn::kAdd, 2},
+                           {"sub", Fn::kSub, 2},
+                           {"mul", Fn::kMul, 2},
+                           {"div", Fn::kDiv, 2},
+                           {"max", Fn::kMax, 2},
+                           {"min", Fn::kMin, 2},
+                           {"neg", Fn::kNeg, 1},
+                           {"exp", Fn::kExp, 1},
+                           {"log", Fn::kLog, 1},
+                           {"sqrt", Fn::kSqrt, 1},
+                           {"rsqrt", Fn::kRsqrt, 1},
+                           {"abs", Fn::kAbs, 1},
+                           {"reciprocal", Fn::kReciprocal, 1},
+                           {"relu", Fn::kRelu, 1},
+                           {"sigmoid", Fn::kSigmoid, 1},
+                           {"tanh", Fn::kTanh, 1},
+                           {"erf", Fn::kErf, 1},
+                           {"gelu", Fn::kGelu, 1},
+                           {"gelu_tanh", Fn::kGeluTanh, 1},
+                           {"silu", Fn::kSilu, 1},
+                           {"where", Fn::kWhere, 3},
+                           {"eq", Fn::kEq, 2},
+                           {"ne", Fn::kNe, 2},
+                           {"lt", Fn::kLt, 2},
+                           {"le", Fn::kLe, 2},
+                           {"gt", Fn::kGt, 2},
+                           {"ge", Fn::kGe, 2},
+                           {"isnan", Fn::kIsNan, 1},
+                           {"and", Fn::kAnd, 2},
+                           {"or", Fn::kOr, 2},
+                           {"xor", Fn::kXor, 2},
+                           {"not", Fn::kNot, 1}};
 
 struct Expr {
   Fn fn = Fn::kConst;
@@ -114,7 +176,7 @@ class Parser {
       skip();
       if (i_ >= s_.size() || s_[i_] != ')') fail(word + " takes " + std::to_string(info->arity) + " arguments");
       ++i_;
-      return e;
+      return logic(e);
     }
     if (s_.compare(i_, 4, "-inf") == 0) {
       i_ += 4;
@@ -137,6 +199,23 @@ class Parser {
     e->value = v;
     return e;
   }
+  static ExprPtr call(Fn fn, std::vector<ExprPtr> args) {
+    auto e = std::make_shared<Expr>();
+    e->fn = fn;
+    e->args = std::move(args);
+    return e;
+  }
+  // The logic functions as compares: a truth value is a != 0; and / or are the min / max of two 0-or-1 values.
+  static ExprPtr logic(const ExprPtr& e) {
+    const auto truth = [](const ExprPtr& a) { return call(Fn::kNe, {a, constant(0)}); };
+    switch (e->fn) {
+      case Fn::kAnd: return call(Fn::kMin, {truth(e->args[0]), truth(e->args[1])});
+      case Fn::kOr: return call(Fn::kMax, {truth(e->args[0]), truth(e->args[1])});
+      case Fn::kXor: return call(Fn::kNe, {truth(e->args[0]), truth(e->args[1])});
+      case Fn::kNot: return call(Fn::kEq, {e->args[0], constant(0)});
+      default: return e;
+    }
+  }
   std::string s_;
   std::size_t i_ = 0;
 };
@@ -145,7 +224,7 @@ class Parser {
 
 // An instruction over tile registers. Registers 0..inputs-1 hold the inputs (in fp32); the others are temporaries.
 struct EwInstr {
-  enum class Kind : std::uint8_t { kBinary, kScalar, kUnary, kActivate, kDup, kWhere, kCopy } kind;
+  enum class Kind : std::uint8_t { kBinary, kScalar, kUnary, kActivate, kDup, kWhere, kCompare, kCopy } kind;
   Fn fn = Fn::kAdd;
   int dst = 0, a = 0, b = 0, c = 0;
   float s = 0;
@@ -155,7 +234,8 @@ struct EwProgram {
   std::vector<EwInstr> code;
   int registers = 0;  // inputs + temporaries
   int result = 0;
-  bool needs_mask = false;  // a where: compare bits and a zero register
+  bool needs_mask = false;  // a where or a compare: compare bits and a zero register
+  bool needs_one = false;   // a compare: a register of ones to select
   bool needs_scratch = false, three_scratch = false;
   std::size_t inputs = 0;
 };
@@ -206,6 +286,20 @@ class Compiler {
         const int c = value(e->args[0]), a = value(e->args[1]), b = value(e->args[2]);
         const int d = dest({c, a, b});
         emit({EwInstr::Kind::kWhere, Fn::kWhere, d, a, b, c, 0});
+        return d;
+      }
+      case Fn::kEq:
+      case Fn::kNe:
+      case Fn::kLt:
+      case Fn::kLe:
+      case Fn::kGt:
+      case Fn::kGe:
+      case Fn::kIsNan: {
+        prog_.needs_mask = prog_.needs_one = true;
+        const int a = value(e->args[0]);
+        const int b = e->fn == Fn::kIsNan ? a : value(e->args[1]);
+        const int d = e->fn == Fn::kIsNan ? dest({a}) : dest({a, b});
+        emit({EwInstr::Kind::kCompare, e->fn, d, a, b, 0, 0});
         return d;
       }
       default: break;
@@ -271,14 +365,33 @@ Activation activation_of(Fn fn) {
 struct EwArgs {
   std::shared_ptr<const EwProgram> prog;
   std::vector<std::uint64_t> period;  // per input: elements before it repeats (n: no broadcast)
+  std::vector<DType> in_type;
+  DType out_type = DType::kFp32;
   std::vector<GM_ADDR> in;
   GM_ADDR out = 0;
   std::uint64_t n = 0, per_block = 0, tile = 0;
 };
 
-void run_program(const EwProgram& p, const std::vector<LocalTensor<float>>& r, const LocalTensor<float>& scratch_a,
-                 const LocalTensor<float>& scratch_b, const LocalTensor<float>& scratch_c, const LocalTensor<std::uint8_t>& bits,
-                 const LocalTensor<float>& zero, std::uint64_t len) {
+// The UB a tile needs around the program: the registers (fp32 inputs are registers themselves), the compare bits
+// and the zero and one registers, and an fp16 staging row for int8 on either side.
+struct EwBuffers {
+  LocalTensor<float> scratch_a, scratch_b, scratch_c, zero, one;
+  LocalTensor<std::uint8_t> bits;
+  LocalTensor<half> stage;
+};
+
+CMPMODE cmp_mode(Fn fn) {
+  switch (fn) {
+    case Fn::kEq: return CMPMODE::EQ;
+    case Fn::kLt: return CMPMODE::LT;
+    case Fn::kLe: return CMPMODE::LE;
+    case Fn::kGt: return CMPMODE::GT;
+    case Fn::kGe: return CMPMODE::GE;
+    default: return CMPMODE::NE;  // ne, isnan (x != x)
+  }
+}
+
+void run_program(const EwProgram& p, const std::vector<LocalTensor<float>>& r, const EwBuffers& w, std::uint64_t len) {
   const std::uint64_t len256 = ceil_to(len, 256);  // Compare/Select take whole 32 B blocks of bit mask
   for (const EwInstr& in : p.code) {
     const LocalTensor<float>& d = r[static_cast<std::size_t>(in.dst)];
@@ -314,73 +427,148 @@ void run_program(const EwProgram& p, const std::vector<LocalTensor<float>>& r, c
           default: Relu(d, a, len); break;
         }
         break;
-      case EwInstr::Kind::kActivate: activate(activation_of(in.fn), d, scratch_a, scratch_b, scratch_c, len); break;
+      case EwInstr::Kind::kActivate:
+        activate(activation_of(in.fn), d, w.scratch_a, w.scratch_b, w.scratch_c, len);
+        break;
       case EwInstr::Kind::kCopy: Adds(d, a, 0.0f, len); break;
       case EwInstr::Kind::kDup: Duplicate(d, in.s, len); break;
       case EwInstr::Kind::kWhere:
-        Compare(bits, r[static_cast<std::size_t>(in.c)], zero, CMPMODE::NE, len256);
-        Select(d, bits, a, b, len256);
+        Compare(w.bits, r[static_cast<std::size_t>(in.c)], w.zero, CMPMODE::NE, len256);
+        Select(d, w.bits, a, b, len256);
+        break;
+      case EwInstr::Kind::kCompare:
+        Compare(w.bits, a, b, cmp_mode(in.fn), len256);
+        Select(d, w.bits, w.one, w.zero, len256);
         break;
     }
   }
 }
 
-template <class T>
+// Input tile `src` (type t, in the UB) as fp32 in register `dst`.
+void widen_input(const LocalTensor<float>& dst, const LocalTensor<std::uint8_t>& src, DType t, const EwBuffers& w,
+                 std::uint64_t len) {
+  switch (t) {
+    case DType::kFp16: convert(dst, src.ReinterpretCast<half>(), len); break;
+    case DType::kBf16: convert(dst, src.ReinterpretCast<bfloat16_t>(), len); break;
+    case DType::kInt32: Cast(dst, src.ReinterpretCast<std::int32_t>(), RoundMode::CAST_NONE, len); break;
+    case DType::kInt8:  // the hardware converts s8 to f16 only
+      Cast(w.stage, src.ReinterpretCast<std::int8_t>(), RoundMode::CAST_NONE, len);
+      Cast(dst, w.stage, RoundMode::CAST_NONE, len);
+      break;
+    default: break;  // fp32 inputs are registers
+  }
+}
+
+// The fp32 result as the output type into `dst`.
+void narrow_output(const LocalTensor<std::uint8_t>& dst, const LocalTensor<float>& src, DType t, const EwBuffers& w,
+                   std::uint64_t len) {
+  switch (t) {
+    case DType::kFp16: convert(dst.ReinterpretCast<half>(), src, len); break;
+    case DType::kBf16: convert(dst.ReinterpretCast<bfloat16_t>(), src, len); break;
+    case DType::kInt32: Cast(dst.ReinterpretCast<std::int32_t>(), src, RoundMode::CAST_TRUNC, len); break;
+    case DType::kInt8:  // truncated in fp16 (exact below 2048), then converted
+      Cast(w.stage, src, RoundMode::CAST_TRUNC, len);
+      Cast(dst.ReinterpretCast<std::int8_t>(), w.stage, RoundMode::CAST_TRUNC, len);
+      break;
+    default: Adds(dst.ReinterpretCast<float>(), src, 0.0f, len); break;
+  }
+}
+
+// Bytes of one input's (or the output's) piece of a tile buffer: whole 32 B blocks.
+std::uint64_t piece_bytes(std::uint64_t tile, DType t) {
+  return ceil_to(tile * hw::isa::dtype_bytes(t), 32);
+}
+
 void ew_kernel(const EwArgs& g) {
   const std::uint64_t first = GetBlockIdx() * g.per_block;
   if (first >= g.n) return;
   const EwProgram& p = *g.prog;
-  const std::uint64_t count = std::min(g.per_block, g.n - first), es = sizeof(T), tile = g.tile;
-  constexpr bool f32 = std::is_same_v<T, float>;
+  const std::uint64_t count = std::min(g.per_block, g.n - first), tile = g.tile;
   const std::size_t k = p.inputs;
   TPipe pipe;
   // One double-buffered VECIN queue holds every input's tile (k pieces per buffer), so the queue count, and with
   // it the event ids, do not grow with the inputs.
   TQue<TPosition::VECIN, 2> qin;
   TQue<TPosition::VECOUT, 2> qout;
-  const std::uint64_t piece = ceil_to(tile * es, 32) / es;
-  pipe.InitBuffer(qin, 2, k * piece * es);
-  pipe.InitBuffer(qout, 2, piece * es);
-  const std::uint64_t regs = static_cast<std::uint64_t>(p.registers) - (f32 ? k : 0);
-  TBuf<TPosition::VECCALC> fregs, fscratch, fbits, fzero;
+  std::vector<std::uint64_t> at_byte(k + 1, 0);
+  for (std::size_t i = 0; i < k; ++i) at_byte[i + 1] = at_byte[i] + piece_bytes(tile, g.in_type[i]);
+  pipe.InitBuffer(qin, 2, at_byte[k]);
+  pipe.InitBuffer(qout, 2, piece_bytes(tile, g.out_type));
+  std::size_t fp32_inputs = 0;
+  bool int8 = g.out_type == DType::kInt8;
+  for (const DType t : g.in_type) {
+    fp32_inputs += t == DType::kFp32;
+    int8 = int8 || t == DType::kInt8;
+  }
+  const std::uint64_t regs = static_cast<std::uint64_t>(p.registers) - fp32_inputs;
+  TBuf<TPosition::VECCALC> fregs, fscratch, fbits, fzero, fone, fstage;
   const std::uint64_t rt = ceil_to(tile, 256);  // register elements (Compare/Select work on 256-element blocks)
   if (regs) pipe.InitBuffer(fregs, regs * rt * 4);
   const std::uint64_t scratch = p.three_scratch ? 3 : p.needs_scratch ? 2 : 0;
   if (scratch) pipe.InitBuffer(fscratch, scratch * rt * 4);
-  LocalTensor<float> zero;
-  LocalTensor<std::uint8_t> bits;
+  EwBuffers w;
   if (p.needs_mask) {
     pipe.InitBuffer(fbits, rt / 8);
     pipe.InitBuffer(fzero, rt * 4);
-    bits = fbits.Get<std::uint8_t>();
-    zero = fzero.Get<float>();
-    Duplicate(zero, 0.0f, rt);
+    w.bits = fbits.Get<std::uint8_t>();
+    w.zero = fzero.Get<float>();
+    Duplicate(w.zero, 0.0f, rt);
+  }
+  if (p.needs_one) {
+    pipe.InitBuffer(fone, rt * 4);
+    w.one = fone.Get<float>();
+    Duplicate(w.one, 1.0f, rt);
+  }
+  if (int8) {
+    pipe.InitBuffer(fstage, rt * 2);
+    w.stage = fstage.Get<half>();
+  }
+  if (scratch) {
+    w.scratch_a = fscratch.Get<float>();
+    w.scratch_b = fscratch.Get<float>()[rt];
+    w.scratch_c = scratch == 3 ? fscratch.Get<float>()[2 * rt] : w.scratch_a;
   }
   std::vector<LocalTensor<float>> r(static_cast<std::size_t>(p.registers));
-  const LocalTensor<float> sa = scratch ? fscratch.Get<float>() : LocalTensor<float>{};
-  const LocalTensor<float> sb = scratch ? fscratch.Get<float>()[rt] : sa;
-  const LocalTensor<float> sc = scratch == 3 ? fscratch.Get<float>()[2 * rt] : sa;
-  for (std::size_t i = f32 ? k : 0, slot = 0; i < r.size(); ++i, ++slot) r[i] = fregs.Get<float>()[slot * rt];
+  for (std::size_t i = 0, slot = 0; i < r.size(); ++i) {
+    if (i < k && g.in_type[i] == DType::kFp32) continue;  // set per tile: the input's piece
+    r[i] = fregs.Get<float>()[slot++ * rt];
+  }
   for (std::uint64_t off = 0; off < count;) {
     const std::uint64_t at = first + off;
     std::uint64_t len = std::min(tile, count - off);
     for (std::size_t i = 0; i < k; ++i) len = std::min(len, g.period[i] - at % g.period[i]);  // no tile crosses a repetition
-    LocalTensor<T> in = qin.AllocTensor<T>();
-    for (std::size_t i = 0; i < k; ++i) copy_in(in[i * piece], g.in[i] + (at % g.period[i]) * es, len);
-    qin.EnQue(in);
-    in = qin.DeQue<T>();
+    LocalTensor<std::uint8_t> in = qin.AllocTensor<std::uint8_t>();
     for (std::size_t i = 0; i < k; ++i) {
-      if constexpr (f32) r[i] = in[i * piece];
-      else convert(r[i], in[i * piece], len);
+      const std::uint64_t es = hw::isa::dtype_bytes(g.in_type[i]), src = g.in[i] + (at % g.period[i]) * es;
+      switch (g.in_type[i]) {
+        case DType::kFp32:
+        case DType::kInt32: copy_in(in[at_byte[i]].ReinterpretCast<float>(), src, len); break;
+        case DType::kInt8: copy_in(in[at_byte[i]], src, len); break;
+        default: copy_in(in[at_byte[i]].ReinterpretCast<half>(), src, len); break;
+      }
     }
-    if constexpr (!f32) qin.FreeTensor(in);
-    run_program(p, r, sa, sb, sc, bits, zero, len);
-    LocalTensor<T> out = qout.AllocTensor<T>();
-    convert(out, r[static_cast<std::size_t>(p.result)], len);
-    if constexpr (f32) qin.FreeTensor(in);  // fp32 inputs are registers themselves: free once the result is out
+    qin.EnQue(in);
+    in = qin.DeQue<std::uint8_t>();
+    for (std::size_t i = 0; i < k; ++i) {
+      if (g.in_type[i] == DType::kFp32)
+        r[i] = in[at_byte[i]].ReinterpretCast<float>();
+      else
+        widen_input(r[i], in[at_byte[i]], g.in_type[i], w, len);
+    }
+    if (fp32_inputs == 0) qin.FreeTensor(in);
+    run_program(p, r, w, len);
+    LocalTensor<std::uint8_t> out = qout.AllocTensor<std::uint8_t>();
+    narrow_output(out, r[static_cast<std::size_t>(p.result)], g.out_type, w, len);
+    if (fp32_inputs) qin.FreeTensor(in);  // fp32 inputs are registers themselves: free once the result is out
     qout.EnQue(out);
-    out = qout.DeQue<T>();
-    copy_out(g.out + at * es, out, len);
+    out = qout.DeQue<std::uint8_t>();
+    const std::uint64_t es = hw::isa::dtype_bytes(g.out_type), dst = g.out + at * es;
+    switch (g.out_type) {
+      case DType::kFp32:
+      case DType::kInt32: copy_out(dst, out.ReinterpretCast<float>(), len); break;
+      case DType::kInt8: copy_out(dst, out, len); break;
+      default: copy_out(dst, out.ReinterpretCast<half>(), len); break;
+    }
     qout.FreeTensor(out);
     off += len;
   }
@@ -408,6 +596,13 @@ double eval(const Expr& e, const std::vector<double>& x) {
     case Fn::kReciprocal: return 1.0 / arg(0);
     case Fn::kRelu: return std::max(arg(0), 0.0);
     case Fn::kWhere: return arg(0) != 0 ? arg(1) : arg(2);
+    case Fn::kEq: return arg(0) == arg(1);
+    case Fn::kNe: return arg(0) != arg(1);
+    case Fn::kLt: return arg(0) < arg(1);
+    case Fn::kLe: return arg(0) <= arg(1);
+    case Fn::kGt: return arg(0) > arg(1);
+    case Fn::kGe: return arg(0) >= arg(1);
+    case Fn::kIsNan: return std::isnan(arg(0));
     default: return activate_ref(activation_of(e.fn), static_cast<float>(arg(0)));
   }
 }
@@ -435,8 +630,17 @@ FusedElementwiseCall parse_call(const Params& p) {
   if (it == p.end()) throw InputError("fused_elementwise: parameter 'expr' is required, e.g. -p expr='mul(silu(x0),x1)'");
   c.expr = it->second;
   c.shape = param_shape(p);
+  if (const auto to = p.find("to"); to != p.end()) c.to = parse_dtype(to->second, true);
   parse_expr(c);  // a syntax error is named before anything runs
   return c;
+}
+
+// The output's element type: the call's, else the first float input's, else input 0's.
+DType output_type(const FusedElementwiseCall& c, const std::vector<TensorDesc>& in) {
+  if (c.to) return *c.to;
+  for (const TensorDesc& t : in)
+    if (hw::isa::is_float(t.dtype)) return t.dtype;
+  return in.at(0).dtype;
 }
 
 // Elements after which input shape `in` repeats within `out` (its trailing dims, leading 1s dropped).
@@ -453,7 +657,12 @@ OpDef fused_elementwise_op() {
   d.name = "fused_elementwise";
   d.summary = "one expression over up to 8 inputs in fp32 per tile, e.g. expr='mul(silu(x0),x1)' (inputs: the output shape, "
               "or trailing dims with -p shape_xK)";
-  d.params = {"expr", "shape", "shape_x0", "shape_x1", "shape_x2", "shape_x3", "shape_x4", "shape_x5", "shape_x6", "shape_x7"};
+  d.params = {"expr", "shape", "to"};
+  d.takes_integers = true;
+  for (int i = 0; i < static_cast<int>(kMaxInputs); ++i) {
+    d.params.push_back("shape_x" + std::to_string(i));
+    d.params.push_back("dtype_x" + std::to_string(i));
+  }
   d.parse = [](const Params& p) -> Call { return parse_call(p); };
   // Input k has the output's shape, or -p shape_xK.
   d.inputs = [](const Params& p, DType t) {
@@ -461,7 +670,9 @@ OpDef fused_elementwise_op() {
     std::vector<TensorDesc> in;
     for (std::size_t i = 0; i < parse_expr(call).inputs; ++i) {
       const auto s = p.find("shape_x" + std::to_string(i));
-      in.push_back({s == p.end() ? call.shape : parse_shape(s->second), t});
+      const auto dt = p.find("dtype_x" + std::to_string(i));
+      in.push_back(
+          {s == p.end() ? call.shape : parse_shape(s->second), dt == p.end() ? t : parse_dtype(dt->second, true)});
     }
     return in;
   };
@@ -469,23 +680,31 @@ OpDef fused_elementwise_op() {
     const FusedElementwiseCall& fc = call_as<FusedElementwiseCall>(call, "fused_elementwise");
     const Parsed c = parse_expr(fc);
     if (in.size() != c.inputs)
-      throw InputError("fused_elementwise: expr reads " + std::to_string(c.inputs) + " inputs, " + std::to_string(in.size()) + " given");
-    const DType t = in[0].dtype;
+      throw InputError("fused_elementwise: expr reads " + std::to_string(c.inputs) + " inputs, " +
+                       std::to_string(in.size()) + " given");
     EwArgs a;
     a.n = elements(fc.shape);
+    a.out_type = output_type(fc, in);
     for (std::size_t i = 0; i < in.size(); ++i) {
-      if (in[i].dtype != t) throw InputError("fused_elementwise: the inputs differ in dtype");
+      a.in_type.push_back(in[i].dtype);
       a.period.push_back(period_of(in[i].shape, fc.shape, i));
     }
     auto prog = std::make_shared<EwProgram>(Compiler(c.inputs).run(c.expr));
-    const std::uint64_t es = hw::isa::dtype_bytes(t);
-    const bool f32 = t == DType::kFp32;
-    // UB per tile element: two buffers of every input and of the output in T, the fp32 registers and scratch, the
-    // compare bits and the zero register of a where.
-    const std::uint64_t regs = static_cast<std::uint64_t>(prog->registers) - (f32 ? c.inputs : 0);
+    // UB per tile element: two buffers of every input and of the output in their types, the fp32 registers (less
+    // the fp32 inputs, which are registers) and scratch, the compare bits with the zero and one registers, the
+    // fp16 staging row of int8.
+    std::uint64_t io_bytes = hw::isa::dtype_bytes(a.out_type), fp32_inputs = 0;
+    bool int8 = a.out_type == DType::kInt8;
+    for (const DType t : a.in_type) {
+      io_bytes += hw::isa::dtype_bytes(t);
+      fp32_inputs += t == DType::kFp32;
+      int8 = int8 || t == DType::kInt8;
+    }
+    const std::uint64_t regs = static_cast<std::uint64_t>(prog->registers) - fp32_inputs;
     const std::uint64_t scratch = prog->three_scratch ? 3 : prog->needs_scratch ? 2 : 0;
-    const double per_elem = static_cast<double>(2 * (c.inputs + 1) * es + 4 * (regs + scratch)) +
-                            (prog->needs_mask ? 4.0 + 1.0 / 8 : 0.0);
+    const double per_elem = static_cast<double>(2 * io_bytes + 4 * (regs + scratch)) +
+                            (prog->needs_mask ? 4.0 + 1.0 / 8 : 0.0) + (prog->needs_one ? 4.0 : 0.0) +
+                            (int8 ? 2.0 : 0.0);
     std::uint64_t tile = static_cast<std::uint64_t>(static_cast<double>(chip.buffers.ub.size - 1024) / per_elem);
     tile = std::min<std::uint64_t>(tile / 256 * 256, 63 * 256);
     if (tile == 0) throw InputError("fused_elementwise: the expression needs more UB than chip " + chip.name + " has");
@@ -493,32 +712,30 @@ OpDef fused_elementwise_op() {
     a.tile = std::min(tile, ceil_to(a.per_block, 256));
     a.prog = prog;
     OpPlan plan;
-    plan.outputs = {{fc.shape, t}};
+    plan.outputs = {{fc.shape, a.out_type}};
     plan.type = KernelType::kVector;
     plan.block_dim = u32(ceil_div(a.n, a.per_block));
     plan.tiling = {{"tile_elements", static_cast<double>(a.tile)}, {"per_block", static_cast<double>(a.per_block)},
                    {"registers", static_cast<double>(prog->registers)}, {"instructions", static_cast<double>(prog->code.size())}};
-    plan.kernel = [a, t](const std::vector<std::uint64_t>& buf) -> std::function<void()> {
+    plan.kernel = [a](const std::vector<std::uint64_t>& buf) -> std::function<void()> {
       EwArgs g = a;
       g.in.assign(buf.begin(), buf.begin() + static_cast<std::ptrdiff_t>(g.period.size()));
       g.out = buf[g.period.size()];
-      switch (t) {
-        case DType::kFp16: return [g] { ew_kernel<half>(g); };
-        case DType::kBf16: return [g] { ew_kernel<bfloat16_t>(g); };
-        default: return [g] { ew_kernel<float>(g); };
-      }
+      return [g] { ew_kernel(g); };
     };
     return plan;
   };
-  d.reference = [](const std::vector<TensorDesc>&, const Call& call, const std::vector<HostTensor>& v) {
+  d.reference = [](const std::vector<TensorDesc>& in, const Call& call, const std::vector<HostTensor>& v) {
     const FusedElementwiseCall& fc = call_as<FusedElementwiseCall>(call, "fused_elementwise");
     const Parsed c = parse_expr(fc);
     const std::uint64_t n = elements(fc.shape);
+    const bool integer = !hw::isa::is_float(output_type(fc, in));
     HostTensor out(n);
     std::vector<double> x(c.inputs);
     for (std::uint64_t e = 0; e < n; ++e) {
       for (std::size_t i = 0; i < c.inputs; ++i) x[i] = v[i][e % v[i].size()];
-      out[e] = static_cast<float>(eval(*c.expr, x));
+      const double y = eval(*c.expr, x);
+      out[e] = static_cast<float>(integer ? std::trunc(y) : y);
     }
     return std::vector<HostTensor>{out};
   };

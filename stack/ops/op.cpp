@@ -23,6 +23,7 @@ std::vector<OpDef> reduce_ops();
 std::vector<OpDef> transpose_ops();
 std::vector<OpDef> fused_ops();
 std::vector<OpDef> copy_ops();
+std::vector<OpDef> gather_ops();
 
 std::string shape_string(const Shape& s) {
   std::string out;
@@ -72,10 +73,13 @@ std::uint64_t elements(const Shape& s) {
   return n;
 }
 
-hw::isa::DType parse_dtype(const std::string& text) {
+hw::isa::DType parse_dtype(const std::string& text, bool integers) {
   if (text == "fp16") return hw::isa::DType::kFp16;
   if (text == "bf16") return hw::isa::DType::kBf16;
   if (text == "fp32") return hw::isa::DType::kFp32;
+  if (integers && text == "int32") return hw::isa::DType::kInt32;
+  if (integers && (text == "int8" || text == "bool")) return hw::isa::DType::kInt8;
+  if (integers) throw InputError("dtype '" + text + "' is not one of fp16, bf16, fp32, int32, int8, bool");
   throw InputError("--dtype '" + text + "' is not one of fp16, bf16, fp32");
 }
 
@@ -166,10 +170,20 @@ const std::vector<OpDef>& all_ops() {
     for (auto& op : reduce_ops()) v.push_back(std::move(op));
     for (auto& op : transpose_ops()) v.push_back(std::move(op));
     for (auto& op : copy_ops()) v.push_back(std::move(op));
+    for (auto& op : gather_ops()) v.push_back(std::move(op));
     for (auto& op : fused_ops()) v.push_back(std::move(op));
     return v;
   }();
   return ops;
+}
+
+OpPlan plan_op(const OpDef& op, const std::vector<TensorDesc>& in, const Call& call, const config::ChipConfig& chip) {
+  if (!op.takes_integers)
+    for (std::size_t i = 0; i < in.size(); ++i)
+      if (!hw::isa::is_float(in[i].dtype))
+        throw InputError("op " + op.name + ": input " + std::to_string(i) + " is " +
+                         std::string(hw::isa::dtype_name(in[i].dtype)) + "; it takes fp16, bf16 and fp32");
+  return op.plan(in, call, chip);
 }
 
 std::string kernel_name(const std::string& op) {

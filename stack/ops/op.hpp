@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <string>
 #include <variant>
 #include <vector>
@@ -32,7 +33,8 @@ inline constexpr std::uint64_t kMaxElements = std::uint64_t{1} << 53;
 // kMaxElements elements.
 void check_shape(const Shape& s, const std::string& what);
 // "fp16", "bf16", "fp32" -> DType; throws InputError.
-hw::isa::DType parse_dtype(const std::string& text);
+// fp16, bf16, fp32; with `integers`, also int32 and int8 (a bool is an int8 of 0 or 1).
+hw::isa::DType parse_dtype(const std::string& text, bool integers = false);
 
 // -p parameters. Each throws InputError naming the parameter and what it accepts.
 // An integer in 0..max, or `def` when absent.
@@ -85,6 +87,9 @@ struct OpPlan {
   std::uint64_t workspace_bytes = 0;
   // Floating-point operations of the call (0: not a compute op), for TFLOPS.
   double flops = 0;
+  // The compulsory traffic in bytes when the kernel does not read every input whole (a gather reads only the rows
+  // it picks); unset: every input once and every output once.
+  std::optional<std::uint64_t> compulsory_bytes;
   // The kernel for device buffers: inputs then outputs, in the order of the descriptions.
   std::function<std::function<void()>(const std::vector<std::uint64_t>& buffers)> kernel;  // + workspace
 };
@@ -111,7 +116,15 @@ struct OpDef {
   std::function<double(const std::vector<TensorDesc>& in, const Call& call)> extra_atol;
   // Range of the random values of each input (default [-1, 1)); e.g. a divisor kept away from 0.
   std::vector<std::pair<float, float>> input_ranges;
+  // The same from the operands' shapes (e.g. indices within a table), when set; it takes precedence.
+  std::function<std::vector<std::pair<float, float>>(const std::vector<TensorDesc>& in)> ranges_of;
+  // Whether int32 / int8 operands are taken (data movement, gather, fused_elementwise); the others compute in
+  // float and refuse them (plan_op).
+  bool takes_integers = false;
 };
+
+// op.plan after the checks every op shares: integer operands only for an op that takes them.
+OpPlan plan_op(const OpDef& op, const std::vector<TensorDesc>& in, const Call& call, const config::ChipConfig& chip);
 
 // The typed call of a text form: a key the op does not take is refused (naming the keys it takes), then op.parse.
 Call parse_call(const OpDef& op, const Params& params);

@@ -161,6 +161,7 @@ std::vector<std::size_t> perm_of(const TransposeCall& c, std::size_t dims) {
 OpDef transpose_op() {
   OpDef d;
   d.name = "transpose";
+  d.takes_integers = true;  // bytes are moved as they are
   d.summary = "permute dims (-p perm=..., default: swap the last two); the last dim stays last or swaps with the one before";
   d.params = {"shape", "perm"};
   d.parse = [](const Params& p) -> Call { return parse_call(p); };
@@ -220,6 +221,9 @@ OpDef transpose_op() {
       switch (t) {
         case DType::kFp16: return g.swap ? std::function<void()>([g] { swap_last<half>(g); }) : [g] { move_rows<half>(g); };
         case DType::kBf16: return g.swap ? std::function<void()>([g] { swap_last<bfloat16_t>(g); }) : [g] { move_rows<bfloat16_t>(g); };
+        case DType::kInt8:
+          return g.swap ? std::function<void()>([g] { swap_last<std::int8_t>(g); })
+                        : [g] { move_rows<std::int8_t>(g); };
         default: return g.swap ? std::function<void()>([g] { swap_last<float>(g); }) : [g] { move_rows<float>(g); };
       }
     };

@@ -146,8 +146,10 @@ def test_bad_calls_are_named_errors():
         npusim.ops.call("flash_attention", randn(1, 2, 64, 64), randn(1, 2, 64, 64), B=1, N=2, S=64, D=64)
     with pytest.raises(npusim.InputError, match="matmul"):
         npusim.ops.matmul(randn(64, 32), randn(48, 16))  # K differs
-    with pytest.raises(TypeError, match="float16, bfloat16 and float32"):
+    with pytest.raises(TypeError, match="float16, bfloat16, float32, int32 and int8 arrays, not int64"):
         npusim.ops.relu(np.zeros(8, dtype=np.int64))
+    with pytest.raises(npusim.InputError, match="op relu: input 0 is int32; it takes fp16, bf16 and fp32"):
+        npusim.ops.relu(np.zeros(8, dtype=np.int32))
     # the device goes on after a refused call
     assert npusim.ops.relu(randn(16)).shape == (16,)
 

@@ -47,7 +47,7 @@ Tensor tensor_from(const py::tuple& t) {
   if (out.desc.shape.empty()) out.desc.shape = {1};  // the program holds scalars as one element
   if (ops::elements(out.desc.shape) > ops::kMaxElements)
     throw npusim::InputError("a tensor of " + ops::shape_string(out.desc.shape) + " has more elements than npusim takes");
-  out.desc.dtype = ops::parse_dtype(t[1].cast<std::string>());
+  out.desc.dtype = ops::parse_dtype(t[1].cast<std::string>(), true);
   if (!t[2].is_none()) {
     const py::buffer_info b = t[2].cast<py::buffer>().request();
     const auto n = static_cast<std::size_t>(b.size * b.itemsize);
@@ -70,6 +70,7 @@ py::dict spec_dict(const fw::TensorSpec& s) {
   for (auto x : s.desc.shape) shape.append(x);
   d["shape"] = shape;
   d["dtype"] = std::string(npusim::hw::isa::dtype_name(s.desc.dtype));
+  d["type"] = s.type;
   return d;
 }
 

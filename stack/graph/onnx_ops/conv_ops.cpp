@@ -176,18 +176,41 @@ int fractal_z_on_device(Lowerer& l, const Node& n, int w, const ops::conv::ConvS
   return fz;
 }
 
-void lower_conv(Lowerer& l, const Node& n) {
-  const int x = l.in(n, 0), o = l.out(n, 0);
-  const ops::Shape xs = l.t(x).desc.shape;
+// A 1-D Conv (NCL input, OIK weights) as the 2-D convolution of height 1 it is: the attributes with a height of
+// 1 (kernel, stride, dilation) and no height padding.
+Node as_2d(const Node& n) {
+  Node m = n;
+  for (const char* key : {"kernel_shape", "strides", "dilations"})
+    if (auto it = m.attrs.find(key); it != m.attrs.end() && it->second.ints.size() == 1)
+      it->second.ints.insert(it->second.ints.begin(), 1);
+  if (auto it = m.attrs.find("pads"); it != m.attrs.end() && it->second.ints.size() == 2)
+    it->second.ints = {0, it->second.ints[0], 0, it->second.ints[1]};
+  return m;
+}
+
+void lower_conv(Lowerer& l, const Node& node) {
+  int x = l.in(node, 0);
+  const int o = l.out(node, 0);
+  ops::Shape xs = l.t(x).desc.shape;
+  const bool one_d = xs.size() == 3;
+  const Node n = one_d ? as_2d(node) : node;
+  if (one_d) {  // x seen as N x C x 1 x L: a view of the same buffer
+    xs.insert(xs.begin() + 2, 1);
+    const int base = l.t(x).alias >= 0 ? l.t(x).alias : x;
+    x = l.temp(l.t(x).name + "/as_2d", ops::TensorDesc{xs, l.t(x).desc.dtype});
+    l.t(x).alias = base;
+  }
   if (xs.size() != 4)
-    l.fail(n, "only 2-D convolutions are supported (an NCHW input), the input is " + ops::shape_string(xs));
+    l.fail(n,
+           "only 1-D and 2-D convolutions are supported (an NCL or NCHW input), the input is " + ops::shape_string(xs));
   // Constant weights and bias are packed here and never reach the device as they are: only those of graph inputs
   // become program tensors.
   const Value& wv = l.graph().value(n.inputs[1]);
   std::vector<std::int64_t> ws;
   for (std::uint64_t d : l.shape_of(wv, "the weights of node '" + n.name + "'"))
     ws.push_back(static_cast<std::int64_t>(d));
-  if (ws.size() != 4) l.fail(n, "the weights must be OIHW (4 dims)");
+  if (one_d && ws.size() == 3) ws.insert(ws.begin() + 2, 1);
+  if (ws.size() != 4) l.fail(n, "the weights must be OIHW (4 dims) or, for a 1-D convolution, OIK (3 dims)");
   const ops::Conv2dCall call = conv_call(l, n, xs, ws);
   const bool bias = n.inputs.size() > 2 && n.inputs[2] != kNoValue;
   const DType dt = l.t(x).desc.dtype, cube = dt == DType::kFp32 ? DType::kFp16 : dt;
@@ -380,11 +403,13 @@ void lower_resize(Lowerer& l, const Node& n) {
 }  // namespace
 
 void add_conv_ops(std::vector<OpInfo>& table) {
-  table.push_back(OpInfo::onnx("Conv", 2, 3)
-                      .reads({"group", "kernel_shape", "strides", "dilations", "pads", "auto_pad"})
-                      .lowers(lower_conv,
-                              "`trans_data` to NC1HWC0 (unless the input is a convolution's result), `conv2d` with the "
-                              "weights packed into FRACTAL_Z at compile time, `trans_data` back to NCHW"));
+  table.push_back(
+      OpInfo::onnx("Conv", 2, 3)
+          .reads({"group", "kernel_shape", "strides", "dilations", "pads", "auto_pad"})
+          .lowers(lower_conv,
+                  "`trans_data` to NC1HWC0 (unless the input is a convolution's result), `conv2d` with the "
+                  "weights packed into FRACTAL_Z at compile time, `trans_data` back to NCHW; a 1-D convolution "
+                  "as the 2-D one of height 1"));
   table.push_back(OpInfo::npusim("Conv", 2, 3)
                       .reads({"group", "kernel_shape", "strides", "dilations", "pads", "auto_pad", "relu"})
                       .lowers(lower_conv, "as Conv, with the ReLU in the FixPipe (fuse_conv)"));

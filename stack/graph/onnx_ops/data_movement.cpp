@@ -1,6 +1,7 @@
-// Data movement: Slice, Concat, Split, Gather (host only), Expand and Transpose. On the device they are strided
-// copy jobs (stack/ops/copy.cpp) and the transpose op.
+// Data movement: Slice, Concat, Split, Gather, GatherND, GatherElements (host only), Expand and Transpose. On the
+// device: strided copy jobs (stack/ops/copy.cpp), the transpose op and the gather op.
 #include <algorithm>
+#include <cstring>
 
 #include "stack/graph/onnx_ops/lowerer.hpp"
 #include "stack/graph/onnx_ops/op_table.hpp"
@@ -146,6 +147,151 @@ std::vector<HostArray> fold_gather(const FoldArgs& a) {
   })};
 }
 
+int permuted(Lowerer& l, const Node& n, int x, const std::vector<std::size_t>& p, int o);
+
+// A gather step: rows of `data` seen as [rows, inner] picked by `idx` (int32 on the device), into output o.
+void gather_rows(Lowerer& l, const Node& n, int data, std::uint64_t rows, int idx, int o) {
+  const ops::Shape ds = l.t(data).desc.shape;
+  l.step(n, "gather", ops::Operands{}, {data, idx}, {o});
+  l.program().steps.back().shapes = {ops::Shape{rows, ops::elements(ds) / rows}, l.t(idx).desc.shape};
+}
+
+// A constant int32 index tensor of the lowering.
+int index_tensor(Lowerer& l, const Node& n, const std::vector<std::int64_t>& rows) {
+  const int t = l.temp(n.name + "/rows", ops::TensorDesc{ops::Shape{rows.size()}, hw::isa::DType::kInt32});
+  auto& bytes = l.t(t).constant;
+  bytes.resize(rows.size() * 4);
+  for (std::size_t i = 0; i < rows.size(); ++i) {
+    const auto v = static_cast<std::int32_t>(rows[i]);
+    std::memcpy(&bytes[i * 4], &v, 4);
+  }
+  return t;
+}
+
+// Gather on axis 0: the `gather` op with the indices as they are (from an input: an embedding lookup). On another
+// axis: with constant indices, the data is seen as [outer x dim, inner] rows and the row of each (outer, index) pair
+// is gathered, one kernel; with indices from an input, the axis is moved to the front (transpose), gathered on axis
+// 0 (where the kernel checks every index), and the result's dims put back in ONNX's order (transpose).
+void lower_gather(Lowerer& l, const Node& n) {
+  const int data = l.in(n, 0), o = l.out(n, 0);
+  const ops::Shape ds = l.t(data).desc.shape;
+  const std::int64_t axis = l.axis_in(n, n.attr_int("axis", 0), l.graph().value(n.inputs[0]).shape->size());
+  const auto dim = static_cast<std::int64_t>(ds.at(static_cast<std::size_t>(axis)));
+  const Value& iv = l.graph().value(n.inputs.at(1));
+  if (iv.constant)
+    for (std::int64_t i : iv.constant->as_ints())
+      if (i < -dim || i >= dim)
+        l.fail(n, "index " + std::to_string(i) + " is outside [-" + std::to_string(dim) + ", " + std::to_string(dim) +
+                      ") on axis " + std::to_string(axis));
+  if (axis == 0) {
+    gather_rows(l, n, data, ds[0], l.in(n, 1), o);
+    return;
+  }
+  if (!iv.constant) {
+    const std::size_t r = ds.size(), ax = static_cast<std::size_t>(axis);
+    std::vector<std::size_t> front{ax};
+    for (std::size_t d = 0; d < r; ++d)
+      if (d != ax) front.push_back(d);
+    const int idx = l.in(n, 1);
+    const int xt = permuted(l, n, data, front, -1);
+    const ops::Shape is = l.t(idx).desc.shape;
+    ops::Shape gs = is;  // [indices..., data dims but the axis...]
+    for (std::size_t d = 0; d < r; ++d)
+      if (d != ax) gs.push_back(ds[d]);
+    const int g = l.temp(n.name + "/gathered", ops::TensorDesc{gs, l.t(data).desc.dtype});
+    gather_rows(l, n, xt, ds[ax], idx, g);
+    // [indices (k dims), before-axis, after-axis] -> [before-axis, indices, after-axis]
+    const std::size_t k = is.size();
+    std::vector<std::size_t> back;
+    for (std::size_t d = 0; d < ax; ++d) back.push_back(k + d);
+    for (std::size_t d = 0; d < k; ++d) back.push_back(d);
+    for (std::size_t d = k + ax; d < gs.size(); ++d) back.push_back(d);
+    const int res = permuted(l, n, g, back, -1);
+    l.view(n, n.outputs[0], res);
+    return;
+  }
+  std::uint64_t outer = 1;
+  for (std::int64_t d = 0; d < axis; ++d) outer *= ds[static_cast<std::size_t>(d)];
+  std::vector<std::int64_t> rows;
+  for (std::uint64_t k = 0; k < outer; ++k)
+    for (std::int64_t i : iv.constant->as_ints())
+      rows.push_back(static_cast<std::int64_t>(k) * dim + (i < 0 ? i + dim : i));
+  gather_rows(l, n, data, outer * static_cast<std::uint64_t>(dim), index_tensor(l, n, rows), o);
+}
+
+// GatherND (batch_dims 0) with constant indices [..., k]: each index names a row of data seen as
+// [d0 x ... x d(k-1), inner]; one gather of those rows.
+void lower_gather_nd(Lowerer& l, const Node& n) {
+  if (n.attr_int("batch_dims", 0) != 0) l.fail(n, "batch_dims other than 0 is not supported");
+  const Value& iv = l.graph().value(n.inputs.at(1));
+  if (!iv.constant) l.fail(n, "the indices must be constants");
+  const int data = l.in(n, 0), o = l.out(n, 0);
+  const ops::Shape ds = l.t(data).desc.shape;
+  const std::vector<std::int64_t> idx = iv.constant->as_ints();
+  const auto k = static_cast<std::size_t>(iv.constant->shape.empty() ? 1 : iv.constant->shape.back());
+  if (k == 0 || k > ds.size()) l.fail(n, "the indices' last dim " + std::to_string(k) + " is outside the data's rank");
+  std::uint64_t rows = 1;
+  for (std::size_t d = 0; d < k; ++d) rows *= ds[d];
+  std::vector<std::int64_t> picked;
+  for (std::size_t at = 0; at + k <= idx.size(); at += k) {
+    std::int64_t r = 0;
+    for (std::size_t d = 0; d < k; ++d) {
+      const auto dim = static_cast<std::int64_t>(ds[d]);
+      const std::int64_t i = idx[at + d];
+      if (i < -dim || i >= dim) l.fail(n, "index " + std::to_string(i) + " is outside dim " + std::to_string(d));
+      r = r * dim + (i < 0 ? i + dim : i);
+    }
+    picked.push_back(r);
+  }
+  gather_rows(l, n, data, rows, index_tensor(l, n, picked), o);
+}
+
+std::vector<HostArray> fold_gather_nd(const FoldArgs& a) {
+  const HostArray &x = a.need(0), &idx = a.need(1);
+  if (a.node.attr_int("batch_dims", 0) != 0 || idx.shape.empty()) throw NoFold{};
+  const auto k = static_cast<std::size_t>(idx.shape.back());
+  if (k == 0 || k > x.shape.size()) throw NoFold{};
+  std::vector<std::int64_t> shape(idx.shape.begin(), idx.shape.end() - 1);
+  std::int64_t inner = 1;
+  for (std::size_t d = k; d < x.shape.size(); ++d) {
+    shape.push_back(x.shape[d]);
+    inner *= x.shape[d];
+  }
+  return {gather_elems(x, shape, [&](std::int64_t e) {
+    const std::int64_t j = e / inner;
+    std::int64_t r = 0;
+    for (std::size_t d = 0; d < k; ++d) {
+      std::int64_t i = idx.i.at(static_cast<std::size_t>(j) * k + d);
+      if (i < 0) i += x.shape[d];
+      if (i < 0 || i >= x.shape[d]) throw NoFold{};
+      r = r * x.shape[d] + i;
+    }
+    return r * inner + e % inner;
+  })};
+}
+
+// GatherElements: out[...j_axis...] = x[...idx[...]...], the indices' shape (host only).
+std::vector<HostArray> fold_gather_elements(const FoldArgs& a) {
+  const HostArray &x = a.need(0), &idx = a.need(1);
+  const auto rank = static_cast<std::int64_t>(x.shape.size());
+  if (static_cast<std::int64_t>(idx.shape.size()) != rank) throw NoFold{};
+  const auto axis = static_cast<std::size_t>(norm_axis(a.node.attr_int("axis", 0), rank));
+  const auto xs = strides_of(x.shape), is = strides_of(idx.shape);
+  return {gather_elems(x, idx.shape, [&](std::int64_t k) {
+    std::int64_t src = 0;
+    for (std::size_t d = 0; d < idx.shape.size(); ++d) {
+      std::int64_t c = (k / is[d]) % idx.shape[d];
+      if (d == axis) {
+        c = idx.i.at(static_cast<std::size_t>(k));
+        if (c < 0) c += x.shape[d];
+        if (c < 0 || c >= x.shape[d]) throw NoFold{};
+      }
+      src += c * xs[d];
+    }
+    return src;
+  })};
+}
+
 std::vector<HostArray> fold_expand(const FoldArgs& a) {
   const HostArray &x = a.need(0), &s = a.need(1);
   const auto shape = broadcast_shape({x.shape, s.i});
@@ -176,23 +322,19 @@ std::vector<HostArray> fold_transpose(const FoldArgs& a) {
   })};
 }
 
-// A permutation as transpose steps the op takes (the last dim stays last, or the last two swap): at most three,
+// Tensor x permuted by p into `o` (a new temporary when o < 0), as transpose steps the op takes (the last dim stays
+// last, or the last two swap): at most three,
 //   keep-last: [others, p[r-1], r-1] -> swap the last two -> keep-last: p,
-// with `others` the remaining dims in p's order; steps that would not move anything are left out.
-void lower_transpose(Lowerer& l, const Node& n) {
-  const int x = l.in(n, 0), o = l.out(n, 0);
+// with `others` the remaining dims in p's order; steps that would not move anything are left out. Returns the result.
+int permuted(Lowerer& l, const Node& n, int x, const std::vector<std::size_t>& p, int o) {
   const ops::Shape s = l.t(x).desc.shape;
   const std::size_t r = s.size();
-  std::vector<std::size_t> p;
-  if (const Attribute* a = n.attr("perm")) {
-    for (auto v : a->ints) p.push_back(static_cast<std::size_t>(l.axis_in(n, v, r)));
-  } else {
-    for (std::size_t i = r; i-- > 0;) p.push_back(i);  // ONNX's default reverses the dims
+  if (o < 0) {
+    ops::Shape shape;
+    for (std::size_t d : p) shape.push_back(s[d]);
+    o = l.temp(n.name + "/permuted" + std::to_string(l.program().steps.size()),
+               ops::TensorDesc{shape, l.t(x).desc.dtype});
   }
-  std::vector<std::size_t> sorted = p;
-  std::sort(sorted.begin(), sorted.end());
-  for (std::size_t i = 0; i < r; ++i)
-    if (sorted[i] != i || p.size() != r) l.fail(n, "perm is not a permutation of the " + std::to_string(r) + " dims");
   // Permutes `cur` (the current dim order, as input dims) to `want` with one transpose step.
   int at = x;
   std::vector<std::size_t> cur(r);
@@ -215,8 +357,7 @@ void lower_transpose(Lowerer& l, const Node& n) {
   const bool direct = r < 2 || p[r - 1] == r - 1 || (p[r - 1] == r - 2 && p[r - 2] == r - 1);
   if (direct) {
     apply(p, true);
-    if (at != o) l.view(n, n.outputs[0], at);  // the identity permutation
-    return;
+    return at;  // x itself for the identity permutation
   }
   std::vector<std::size_t> others;
   for (std::size_t d : p)
@@ -227,6 +368,23 @@ void lower_transpose(Lowerer& l, const Node& n) {
   apply(first, false);
   apply(second, second == p);
   apply(p, true);
+  return at;
+}
+
+void lower_transpose(Lowerer& l, const Node& n) {
+  const int x = l.in(n, 0), o = l.out(n, 0);
+  const std::size_t r = l.t(x).desc.shape.size();
+  std::vector<std::size_t> p;
+  if (const Attribute* a = n.attr("perm")) {
+    for (auto v : a->ints) p.push_back(static_cast<std::size_t>(l.axis_in(n, v, r)));
+  } else {
+    for (std::size_t i = r; i-- > 0;) p.push_back(i);  // ONNX's default reverses the dims
+  }
+  std::vector<std::size_t> sorted = p;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t i = 0; i < r; ++i)
+    if (sorted[i] != i || p.size() != r) l.fail(n, "perm is not a permutation of the " + std::to_string(r) + " dims");
+  if (permuted(l, n, x, p, o) == x) l.view(n, n.outputs[0], x);  // the identity permutation
 }
 
 }  // namespace
@@ -240,7 +398,17 @@ void add_data_movement(std::vector<OpInfo>& table) {
   table.push_back(OpInfo::onnx("Split", 1, 2)
                       .reads({"axis", "split"})
                       .lowers(lower_split, "`split` (sizes from the input, the attribute or the outputs' shapes)"));
-  table.push_back(OpInfo::onnx("Gather", 2, 2).reads({"axis"}).folds(fold_gather));
+  table.push_back(OpInfo::onnx("Gather", 2, 2)
+                      .reads({"axis"})
+                      .folds(fold_gather)
+                      .lowers(lower_gather,
+                              "`gather` of rows: on axis 0 with any indices (an embedding lookup), on another axis "
+                              "with constant indices (the data seen as [outer x dim, inner] rows)"));
+  table.push_back(OpInfo::onnx("GatherND", 2, 2)
+                      .reads({"batch_dims"})
+                      .folds(fold_gather_nd)
+                      .lowers(lower_gather_nd, "`gather` of the rows constant indices name (batch_dims 0)"));
+  table.push_back(OpInfo::onnx("GatherElements", 2, 2).reads({"axis"}).folds(fold_gather_elements));
   table.push_back(OpInfo::onnx("Expand", 2, 2).folds(fold_expand).lowers(lower_expand, "`expand`"));
   table.push_back(OpInfo::onnx("Transpose", 1, 1)
                       .reads({"perm"})

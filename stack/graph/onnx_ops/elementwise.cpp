@@ -1,6 +1,6 @@
 // Elementwise ops: binary arithmetic (with broadcasting), Pow, the unary functions, the variadic Max/Min/Sum/Mean,
-// Where, and the comparisons and logic that only shape and mask arithmetic uses (host only). On the device: the
-// binary and unary library ops, or one fused_elementwise expression.
+// Where, the comparisons and logic of masks, and IsNaN/IsInf. On the device: the binary and unary library ops, or
+// one fused_elementwise expression (comparisons and logic give bool, stored as int8 0/1).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -163,9 +163,18 @@ std::vector<HostArray> fold_where(const FoldArgs& args) {
 }
 
 void lower_where(Lowerer& l, const Node& n) {
-  if (!l.graph().value(n.inputs.at(0)).constant)
-    l.fail(n, "the condition must be a constant (bool tensors do not live on the device)");
   l.expression(n, "Where", n.inputs, [](const auto& a) { return "where(" + a[0] + "," + a[1] + "," + a[2] + ")"; });
+}
+
+// A comparison, logic op or test as the fused_elementwise function of the same meaning.
+LowerRule lower_as(const std::string& fn) {
+  return [fn](Lowerer& l, const Node& n) {
+    l.expression(n, n.op_type, n.inputs, [&](const std::vector<std::string>& a) {
+      std::string e = fn + "(" + a.at(0);
+      for (std::size_t i = 1; i < a.size(); ++i) e += "," + a[i];
+      return e + ")";
+    });
+  };
 }
 
 std::int64_t int_pow(std::int64_t a, std::int64_t b) {
@@ -239,26 +248,32 @@ void add_elementwise(std::vector<OpInfo>& table) {
   unary("Erf", "erf", nullptr);
   unary("Floor", "", unary_fold([](double v) { return std::floor(v); }, [](std::int64_t v) { return v; }));
   unary("Ceil", "", unary_fold([](double v) { return std::ceil(v); }, [](std::int64_t v) { return v; }));
-  unary("Not", "",
-        unary_fold([](double v) { return v == 0 ? 1.0 : 0.0; }, [](std::int64_t v) { return std::int64_t{v == 0}; }));
+  const std::string logic_text = "a `fused_elementwise` expression (`eq`, `lt`, `and`, `isnan`...) giving bool";
+  table.push_back(OpInfo::onnx("Not", 1, 1)
+                      .folds(unary_fold([](double v) { return v == 0 ? 1.0 : 0.0; },
+                                        [](std::int64_t v) { return std::int64_t{v == 0}; }))
+                      .lowers(lower_as("not"), logic_text));
+  table.push_back(OpInfo::onnx("IsNaN", 1, 1)
+                      .folds(unary_fold([](double v) -> double { return std::isnan(v); }, nullptr))
+                      .lowers(lower_as("isnan"), logic_text));
 
-  // Comparisons and logic (bool results): host only.
-  auto logic = [&](const char* type, Fd fd) {
-    table.push_back(OpInfo::onnx(type, 2, 2).folds(binary_fold(fd, nullptr, true)));
+  // Comparisons and logic (bool results): folded on the host, run as expressions otherwise (a mask from an input).
+  auto logic = [&](const char* type, const char* fn, Fd fd) {
+    table.push_back(OpInfo::onnx(type, 2, 2).folds(binary_fold(fd, nullptr, true)).lowers(lower_as(fn), logic_text));
   };
-  logic("Equal", [](double a, double b) -> double { return a == b; });
-  logic("Less", [](double a, double b) -> double { return a < b; });
-  logic("Greater", [](double a, double b) -> double { return a > b; });
-  logic("LessOrEqual", [](double a, double b) -> double { return a <= b; });
-  logic("GreaterOrEqual", [](double a, double b) -> double { return a >= b; });
-  logic("And", [](double a, double b) -> double { return a != 0 && b != 0; });
-  logic("Or", [](double a, double b) -> double { return a != 0 || b != 0; });
+  logic("Equal", "eq", [](double a, double b) -> double { return a == b; });
+  logic("Less", "lt", [](double a, double b) -> double { return a < b; });
+  logic("Greater", "gt", [](double a, double b) -> double { return a > b; });
+  logic("LessOrEqual", "le", [](double a, double b) -> double { return a <= b; });
+  logic("GreaterOrEqual", "ge", [](double a, double b) -> double { return a >= b; });
+  logic("And", "and", [](double a, double b) -> double { return a != 0 && b != 0; });
+  logic("Or", "or", [](double a, double b) -> double { return a != 0 || b != 0; });
+  logic("Xor", "xor", [](double a, double b) -> double { return (a != 0) != (b != 0); });
 
-  table.push_back(
-      OpInfo::onnx("Where", 3, 3)
-          .in_expressions_as("where")
-          .folds(fold_where)
-          .lowers(lower_where, "`fused_elementwise` `where(...)` (a constant condition, as 0/1 in the data type)"));
+  table.push_back(OpInfo::onnx("Where", 3, 3)
+                      .in_expressions_as("where")
+                      .folds(fold_where)
+                      .lowers(lower_where, "`fused_elementwise` `where(...)` (the bool condition read as int8)"));
 }
 
 }  // namespace npusim::stack::graph::onnx_ops

@@ -24,9 +24,9 @@ void Lowerer::fail(const Node& n, const std::string& what) const {
 }
 
 DType Lowerer::dtype_of(const Value& v, const std::string& where) const {
-  if (const auto d = device_dtype(v.type)) return *d;
+  if (const auto d = storage_dtype(v.type)) return *d;
   throw InputError(where + ": value '" + v.name + "' is " + std::string(elem_name(v.type)) +
-                   " (the device ops take float32, float16 and bfloat16)");
+                   " (the device holds float32, float16, bfloat16, integers as int32 and bool)");
 }
 
 ops::Shape Lowerer::shape_of(const Value& v, const std::string& where) const {
@@ -58,6 +58,8 @@ int Lowerer::tensor(ValueId id, const std::string& where) {
   ProgramTensor pt;
   pt.name = v.name;
   pt.desc = {shape_of(v, where), dtype_of(v, where)};
+  pt.type = v.type;
+  pt.rank0 = v.shape && v.shape->empty();
   if (v.constant) pt.constant = convert(*v.constant, pt.desc.dtype);
   p_.tensors.push_back(std::move(pt));
   map_[static_cast<std::size_t>(id)] = static_cast<int>(p_.tensors.size() - 1);
@@ -81,6 +83,7 @@ int Lowerer::temp(const std::string& name, ops::TensorDesc d) {
 
 std::vector<std::uint8_t> Lowerer::convert(const Tensor& c, DType to) {
   if (c.type == elem_type_of(to)) return c.bytes;  // weights already in the device type: as they are
+  if (!hw::isa::is_float(to) && !device_dtype(c.type)) return to_storage(c.type, c.bytes, "constant");
   const std::uint32_t es = hw::isa::dtype_bytes(to);
   if (const auto from = device_dtype(c.type)) {  // float -> float, element by element (no double copy of a weight)
     const std::uint32_t fs = hw::isa::dtype_bytes(*from);
@@ -146,18 +149,11 @@ void Lowerer::expression(const Node& n, const std::string& kernel, const std::ve
   std::vector<std::string> args;
   for (const ValueId v : operands) {
     const Value& val = g_.value(v);
-    if (val.constant && val.constant->elements() == 1 && device_dtype(val.type)) {
+    if (val.constant && val.constant->elements() == 1) {  // a literal (integers and bools as numbers)
       args.push_back(num(val.constant->as_doubles()[0]));
       continue;
     }
-    int x = -1;
-    if (val.constant && !device_dtype(val.type)) {
-      x = temp(n.name + "/operand" + std::to_string(args.size()), ops::TensorDesc{shape_of(val, where), dt});
-      t(x).constant = convert(*val.constant, dt);
-    } else {
-      x = tensor(v, where);
-      if (t(x).desc.dtype != dt) fail(n, "the inputs differ in dtype");
-    }
+    int x = tensor(v, where);  // any element type: the kernel converts each input to fp32
     ops::Shape xs = t(x).desc.shape;
     while (xs.size() > 1 && xs.front() == 1) xs.erase(xs.begin());
     if (ops::elements(xs) == 1 || xs.size() > shape.size() ||
@@ -167,7 +163,15 @@ void Lowerer::expression(const Node& n, const std::string& kernel, const std::ve
     ins.push_back(x);
   }
   if (ins.size() > 8) fail(n, "more than 8 tensor inputs");
-  step(n, "fused_elementwise", ops::FusedElementwiseCall{build(args), shape}, ins, {o});
+  // The output's type when the kernel's default (the first float input's) is not it: a bool or integer result, or
+  // a float one from integer inputs.
+  std::optional<DType> to = dt;
+  for (const int x : ins)
+    if (hw::isa::is_float(t(x).desc.dtype)) {
+      if (t(x).desc.dtype == dt) to.reset();
+      break;
+    }
+  step(n, "fused_elementwise", ops::FusedElementwiseCall{build(args), shape, to}, ins, {o});
   p_.steps.back().kernel = kernel;
 }
 

@@ -47,10 +47,11 @@ class Lowerer {
   int bias_or_zeros(const Node& n, std::size_t input, std::uint64_t h, hw::isa::DType dtype);
   // `x` broadcast to `shape` by an expand step (itself when it already has that shape).
   int expanded(const Node& n, int x, const ops::Shape& shape);
-  // A node computed as one fused_elementwise expression over `operands`: a scalar constant becomes a literal, a
-  // constant bool (Where's condition) 0/1 in the data type, any other operand an input xK, expanded to the output
-  // shape first when it does not repeat over the output's trailing dims (a one-element tensor included: the kernel
-  // would cut its tiles to one element). `build` writes the expression from the operands' texts.
+  // A node computed as one fused_elementwise expression over `operands`, in the output's element type: a scalar
+  // constant becomes a literal, any other operand an input xK of its own type (bool and integer operands included:
+  // the kernel converts each to fp32), expanded to the output shape first when it does not repeat over the
+  // output's trailing dims (a one-element tensor included: the kernel would cut its tiles to one element). `build`
+  // writes the expression from the operands' texts.
   void expression(const Node& n, const std::string& kernel, const std::vector<ValueId>& operands,
                   const std::function<std::string(const std::vector<std::string>&)>& build);
   // A float32 tensor as fp16 for the Cube: a compile-time conversion for constants, a device cast otherwise (one per

@@ -153,7 +153,14 @@ void lower_cast(Lowerer& l, const Node& n) {
     l.view(n, n.outputs[0], x);
     return;
   }
-  l.step(n, "cast", ops::CastCall{l.t(o).desc.dtype}, {x}, {o});
+  if (hw::isa::is_float(l.t(x).desc.dtype) && hw::isa::is_float(l.t(o).desc.dtype)) {
+    l.step(n, "cast", ops::CastCall{l.t(o).desc.dtype}, {x}, {o});
+    return;
+  }
+  // Integers and bools: a fused_elementwise expression converts on the way in and out (to an integer: truncated
+  // toward zero; to bool: x != 0).
+  const bool to_bool = l.graph().value(n.outputs[0]).type == ElemType::kBool;
+  l.expression(n, "Cast", {n.inputs[0]}, [to_bool](const auto& a) { return to_bool ? "ne(" + a[0] + ",0)" : a[0]; });
 }
 
 }  // namespace
@@ -182,7 +189,10 @@ void add_shape_ops(std::vector<OpInfo>& table) {
   table.push_back(OpInfo::onnx("Cast", 1, 1)
                       .reads({"to"})
                       .folds(fold_cast)
-                      .lowers(lower_cast, "`cast` (a view when the type does not change)"));
+                      .lowers(lower_cast,
+                              "`cast` between float types; a `fused_elementwise` expression to or from integers "
+                              "(int32 on the device, truncated toward zero) and bool (`ne(x, 0)`); a view when the "
+                              "device type does not change"));
 }
 
 }  // namespace npusim::stack::graph::onnx_ops

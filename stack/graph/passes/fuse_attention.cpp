@@ -8,7 +8,8 @@
 //            Where(cond, scaled, low) | Where(cond, low, scaled)    cond a constant S x SK bool, low <= -1e4:
 //                                               the lower triangle allowed is causal, any other pattern an
 //                                               additive mask of 0 / low
-//   P      = Softmax(masked, axis = last)
+//   P      = Softmax(masked, axis = last), or PyTorch's safe softmax Where(IsNaN(P), 0, P) on it (a row the mask
+//            hides whole is 0, as FlashAttention gives)
 //   O      = MatMul(P, V)
 // Q, K and V may reach the MatMuls through layout nodes (views.hpp): the Reshape/Transpose into heads, the Split of
 // a fused QKV projection, repeat_kv's Unsqueeze/Expand/Reshape for grouped-query attention. They are absorbed: the
@@ -122,11 +123,30 @@ struct Layouts {
   std::vector<NodeId> out_nodes;  // O's layout nodes (removed: O is written through o_layout)
 };
 
-// Softmax over the last axis feeding MatMul `out_mm` as its only use.
+// PyTorch's safe softmax guard on P: Where(IsNaN(P), 0, P), which makes a row the mask hides whole 0 instead of
+// NaN (FlashAttention gives 0 there). Returns the Where's P and its two nodes, or kNoValue.
+ValueId nan_guard(const Graph& g, ValueId v, std::vector<NodeId>* nodes) {
+  const NodeId wh = producer(g, v, "Where");
+  if (wh < 0 || !single_use(g, v)) return kNoValue;
+  const Node& w = g.node(wh);
+  const NodeId nan = producer(g, w.inputs[0], "IsNaN");
+  const auto zero = scalar_constant(g, w.inputs[1]);
+  if (nan < 0 || !single_use(g, w.inputs[0]) || !zero || *zero != 0.0) return kNoValue;
+  const ValueId p = w.inputs[2];
+  const bool output = std::find(g.outputs.begin(), g.outputs.end(), p) != g.outputs.end();
+  if (g.node(nan).inputs[0] != p || g.value(p).consumers.size() != 2 || output) return kNoValue;  // the guard's alone
+  *nodes = {wh, nan};
+  return p;
+}
+
+// Softmax over the last axis feeding MatMul `out_mm` as its only use (through PyTorch's NaN guard or not).
 bool match_softmax(const Graph& g, NodeId out_mm, Candidate& c) {
   const Node& mm2 = g.node(out_mm);
-  const NodeId sm = producer(g, mm2.inputs[0], "Softmax");
-  if (sm < 0 || !single_use(g, mm2.inputs[0])) return false;
+  std::vector<NodeId> guard;
+  ValueId p = nan_guard(g, mm2.inputs[0], &guard);
+  if (p == kNoValue) p = mm2.inputs[0];
+  const NodeId sm = producer(g, p, "Softmax");
+  if (sm < 0 || (guard.empty() && !single_use(g, p))) return false;
   const Node& softmax = g.node(sm);
   c.x = softmax.inputs[0];
   const auto xs = static_shape(g.value(c.x));
@@ -138,6 +158,7 @@ bool match_softmax(const Graph& g, NodeId out_mm, Candidate& c) {
   c.s = (*xs)[xs->size() - 2];
   c.sk = xs->back();
   c.removed = {out_mm, sm};
+  c.removed.insert(c.removed.end(), guard.begin(), guard.end());
   return true;
 }
 

@@ -16,7 +16,8 @@ std::vector<std::pair<std::string, int>> run_all(Graph& g) {
                                                                    {"fuse_add_layernorm", fuse_add_layernorm},
                                                                    {"fuse_matmul_epilogue", fuse_matmul_epilogue},
                                                                    {"fuse_conv", fuse_conv},
-                                                                   {"fuse_elementwise", fuse_elementwise}};
+                                                                   {"fuse_elementwise", fuse_elementwise},
+                                                                   {"fuse_compare", fuse_compare}};
   std::vector<std::pair<std::string, int>> fired;
   for (const auto& [name, pass] : passes)
     if (const int n = pass(g)) fired.push_back({name, n});

@@ -45,6 +45,8 @@ int fuse_matmul_epilogue(Graph& g);
 int fuse_conv(Graph& g);
 // Connected elementwise nodes of one shape -> npusim.FusedElementwise (expr attribute) (fuse_elementwise.cpp).
 int fuse_elementwise(Graph& g);
+// Or(Greater(a, b), Equal(a, b)) -> GreaterOrEqual(a, b); Less likewise (fuse_compare.cpp).
+int fuse_compare(Graph& g);
 
 // Runs every pass in order; returns (pass name, times it fired) for the passes that fired.
 std::vector<std::pair<std::string, int>> run_all(Graph& g);

@@ -22,6 +22,7 @@ namespace npusim::stack::ops::attention {
 using hw::isa::DType;
 
 constexpr float kMasked = -1e30f;  // a masked score: exp(kMasked - m) is 0 for any finite m
+constexpr float kMinSum = 1e-30f;  // the softmax sum's floor: a row with any key visible has a sum >= 1
 constexpr std::uint32_t kSReady = 0, kPReady = 1, kPvReady = 2;
 
 // Where a tensor's rows are: element (b, n, s, d) of Q, K, V or O sits at off + b*bs + n*ns + s*ss + d (elements).

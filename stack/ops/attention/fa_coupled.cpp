@@ -246,6 +246,7 @@ class Coupled {
       Add(o_, o_, pvt, acc.elems());
     }
     if (!st.last) return;
+    if (g_.s.mask) Maxs(l_, l_, kMinSum, m1 * 16);  // a row the mask hides whole: 0, not 0 / 0 (fa_split.cpp)
     nz_row_broadcast(bcast_, l_, m1);
     nz_row_op(RowOp::kDiv, acc, bcast_);
     // In T a row's 16 values of a column block are one 32 B block, so one strided copy per column block (8 rows

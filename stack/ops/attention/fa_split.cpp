@@ -228,8 +228,10 @@ class VectorSide {
     }
     sm_.qpv.FreeTensor(pv);
     if (!st.last) return;
-    // O = o / l into the other accumulator (not in place, as above), then to T.
+    // O = o / l into the other accumulator (not in place, as above), then to T. A row a mask hides whole has o = 0
+    // and l = 0: l floored at kMinSum makes it 0, as PyTorch's and CANN's attention give, not 0 / 0.
     const LocalTensor<float> out = sm_.fo[1 - p].template Get<float>();
+    if (g_.s.mask) Maxs(sm_.fl[p].template Get<float>(), sm_.fl[p].template Get<float>(), kMinSum, rows);
     Brcb(bc, sm_.fl[p].template Get<float>(), u8(ceil_div(rows, 8)), BrcbRepeatParams{1, 8});
     nd_row_op(RowOp::kDiv, {out, d_, d_}, {o, d_, d_}, bc, rows);
     LocalTensor<T> ot = sm_.qout.template AllocTensor<T>();

@@ -424,7 +424,9 @@ std::vector<HostTensor> fa_reference(const std::vector<TensorDesc>&, const Call&
           sum += e;
           for (std::uint32_t c = 0; c < s.D; ++c) acc[c] += e * vv[j * s.v.ss + c];
         }
-        for (std::uint32_t c = 0; c < s.D; ++c) o[i * s.o.ss + c] = static_cast<float>(acc[c] / sum);
+        // A row the mask hides whole (every score -inf) is 0, as PyTorch's SDPA gives.
+        for (std::uint32_t c = 0; c < s.D; ++c)
+          o[i * s.o.ss + c] = mx == -INFINITY ? 0.0f : static_cast<float>(acc[c] / sum);
       }
     }
   }

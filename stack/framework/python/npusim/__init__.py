@@ -20,7 +20,7 @@ import threading
 
 from . import _core
 from ._core import DeviceError, InputError
-from ._tensors import Tensor, from_bytes, like, spec, to_numpy
+from ._tensors import Tensor, from_bytes, from_storage, like, spec, to_numpy, to_storage
 
 __all__ = ["Device", "DeviceError", "InputError", "Model", "Report", "RunResult", "Tensor", "device", "list_ops",
            "ops", "run", "smi"]
@@ -191,7 +191,7 @@ class Device:
             raise InputError(f"{m._m.name}: the model takes {len(specs)} inputs, {len(inputs)} given")
         arrays = []
         for s, x in zip(specs, inputs):
-            a = to_numpy(x)
+            a = to_storage(to_numpy(x), s)
             want = s["dtype"]
             got = spec(a)[1]
             if list(a.shape) != [int(d) for d in s["shape"]] and not (a.shape == () and s["shape"] == [1]):
@@ -207,7 +207,8 @@ class Device:
             template = inputs[0] if inputs else None
             outputs = {}
             for data, s in zip(outs, m.outputs):
-                outputs[s["name"]] = like(from_bytes(data, [int(d) for d in s["shape"]], s["dtype"]), template)
+                a = from_storage(from_bytes(data, [int(d) for d in s["shape"]], s["dtype"]), s)
+                outputs[s["name"]] = like(a, template)
         return RunResult(outputs, r)
 
     # --- state --------------------------------------------------------------------------------------------------

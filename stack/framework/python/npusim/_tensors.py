@@ -1,5 +1,6 @@
 """Host arrays crossing into the simulator: numpy arrays, torch tensors and npusim.Tensor, to (shape, dtype, bytes)
-and back. The device's dtypes are fp16, bf16 and fp32 (docs/python.md)."""
+and back. The device's dtypes are fp16, bf16 and fp32, and, for a model's integer and bool inputs and outputs, int32
+and int8 (docs/python.md)."""
 
 from __future__ import annotations
 
@@ -15,7 +16,29 @@ except ImportError:  # pragma: no cover - ml_dtypes comes with onnx
 _NP_TO_DEVICE = {np.dtype(np.float16): "fp16", np.dtype(np.float32): "fp32"}
 if _BF16 is not None:
     _NP_TO_DEVICE[_BF16] = "bf16"
+_NP_TO_DEVICE.update({np.dtype(np.int32): "int32", np.dtype(np.int8): "int8"})
 _DEVICE_TO_NP = {v: k for k, v in _NP_TO_DEVICE.items()}
+
+
+def to_storage(a: np.ndarray, spec: dict) -> np.ndarray:
+    """A model input's integer or bool array as the device stores it (int32, or int8 0/1), checked to fit; float
+    arrays as they are."""
+    if spec["dtype"] not in ("int32", "int8") or a.dtype.kind not in "biu":
+        return a
+    if spec["dtype"] == "int8":
+        return (a != 0).astype(np.int8)
+    if a.size and (a.min() < -2**31 or a.max() >= 2**31):
+        raise ValueError(f"input '{spec['name']}': values outside int32 (the device holds {spec['type']} as int32)")
+    return a.astype(np.int32)
+
+
+def from_storage(a: np.ndarray, spec: dict) -> np.ndarray:
+    """A model output the device stores as int32 or int8 in the model's own type (int64, bool...)."""
+    if spec.get("type") == "bool":
+        return a != 0
+    if spec.get("type") in ("int64", "int16", "uint8") and a.dtype.kind == "i":
+        return a.astype(spec["type"])
+    return a
 
 
 def _torch():
@@ -33,13 +56,13 @@ def device_dtype(x) -> str:
     """The device dtype name of a numpy array or torch tensor; TypeError for any other dtype."""
     if is_torch(x):
         t = _torch()
-        names = {t.float16: "fp16", t.bfloat16: "bf16", t.float32: "fp32"}
+        names = {t.float16: "fp16", t.bfloat16: "bf16", t.float32: "fp32", t.int32: "int32", t.int8: "int8"}
         if x.dtype not in names:
-            raise TypeError(f"npusim runs fp16, bf16 and fp32 tensors, not {x.dtype}")
+            raise TypeError(f"npusim runs fp16, bf16, fp32, int32 and int8 tensors, not {x.dtype}")
         return names[x.dtype]
     a = np.asarray(x)
     if a.dtype not in _NP_TO_DEVICE:
-        raise TypeError(f"npusim runs float16, bfloat16 and float32 arrays, not {a.dtype}")
+        raise TypeError(f"npusim runs float16, bfloat16, float32, int32 and int8 arrays, not {a.dtype}")
     return _NP_TO_DEVICE[a.dtype]
 
 
