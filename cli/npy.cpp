@@ -69,13 +69,17 @@ void write_npy(const std::string& path, const NpyArray& a) {
   std::string shape = "(";
   for (std::size_t i = 0; i < a.shape.size(); ++i) shape += std::to_string(a.shape[i]) + (a.shape.size() == 1 || i + 1 < a.shape.size() ? "," : "");
   shape += ")";
-  const char* descr = a.file_type == stack::graph::ElemType::kInt64  ? "<i8"
-                      : a.file_type == stack::graph::ElemType::kBool ? "|b1"
-                      : a.dtype == DType::kFp32                      ? "<f4"
-                      : a.dtype == DType::kFp16                      ? "<f2"
-                      : a.dtype == DType::kInt32                     ? "<i4"
-                      : a.dtype == DType::kInt8                      ? "|i1"
-                                                                     : "<u2";
+  using stack::graph::ElemType;
+  const char* descr = a.file_type == ElemType::kInt64   ? "<i8"
+                      : a.file_type == ElemType::kBool  ? "|b1"
+                      : a.file_type == ElemType::kInt16 ? "<i2"
+                      : a.file_type == ElemType::kUint8 ? "|u1"
+                      : a.file_type == ElemType::kInt8  ? "|i1"
+                      : a.dtype == DType::kFp32         ? "<f4"
+                      : a.dtype == DType::kFp16         ? "<f2"
+                      : a.dtype == DType::kInt32        ? "<i4"
+                      : a.dtype == DType::kInt8         ? "|i1"
+                                                        : "<u2";
   std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   while ((10 + header.size() + 1) % 64) header += ' ';
   header += '\n';

@@ -15,7 +15,7 @@ struct NpyArray {
   std::vector<std::uint64_t> shape;
   std::vector<std::uint8_t> bytes;
   // int64 ('<i8') or bool ('|b1') data, which the device stores as int32 or int8 (graph::to_storage converts): the
-  // bytes are then in this type, and dtype names the device's.
+  // bytes are then in this type, and dtype names the device's. Written also for int16, uint8 and int8 outputs.
   stack::graph::ElemType file_type = stack::graph::ElemType::kUndefined;
 };
 

@@ -188,7 +188,9 @@ int run_model_command(const RunOptions& opts) {
       const graph::ProgramTensor& t = program.tensors[static_cast<std::size_t>(program.outputs[k])];
       const std::string npy = file_of(opts.outputs_dir, t.name);
       // int64 and bool outputs in their own types (the device holds them as int32 and int8).
-      const bool wide = t.type == graph::ElemType::kInt64 || t.type == graph::ElemType::kBool;
+      // Integer and bool outputs the device stores in another type (int32, int8) go back to the model's type.
+      const bool wide = t.type != graph::ElemType::kUndefined && !graph::device_dtype(t.type) &&
+                        graph::elem_type_of(t.desc.dtype) != t.type;
       const std::vector<std::uint8_t> bytes = wide ? graph::from_storage(t.type, result.outputs[k]) : result.outputs[k];
       const ops::Shape shape = t.rank0 ? ops::Shape{} : t.desc.shape;  // a rank-0 output keeps its rank
       write_npy(npy, NpyArray{t.desc.dtype, shape, bytes, wide ? t.type : graph::ElemType::kUndefined});

@@ -106,6 +106,9 @@ Arg parse_arg(const std::string& text, std::size_t index) {
     throw InputError(where + ": '" + a.spec + "' is not a .npy file, random:/zeros:/out:DTYPE:SHAPE, tiling or a number");
   }
   const NpyArray arr = read_npy(a.spec);
+  if (arr.file_type != stack::graph::ElemType::kUndefined)
+    throw InputError(where + ": '" + a.spec + "' holds " + std::string(stack::graph::elem_name(arr.file_type)) +
+                     " values; kernel arguments are fp16, bf16, fp32, int32 or int8 arrays");
   a.kind = Arg::kInput;
   a.dtype = arr.dtype;
   a.shape = arr.shape;
@@ -376,6 +379,12 @@ int run_user_kernel_command(const KernelOptions& opts) {
                                                              : "no out: argument named '" + name + "'"));
     }
     NpyArray ref = read_npy(path);
+    if (ref.file_type != stack::graph::ElemType::kUndefined) {
+      std::string what = "--check " + c;
+      what += ": " + path + " holds ";
+      what += stack::graph::elem_name(ref.file_type);
+      throw InputError(what + " values; references are fp16, bf16, fp32, int32 or int8 arrays");
+    }
     const Arg& o = args[outs.front()];
     if (stack::ops::elements(ref.shape) != stack::ops::elements(o.shape)) {
       throw InputError("--check " + c + ": " + std::to_string(stack::ops::elements(ref.shape)) + " elements, the output " +

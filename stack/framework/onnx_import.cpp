@@ -381,18 +381,8 @@ std::pair<std::string, graph::Tensor> read_tensor_pb(const std::string& path) {
 void write_tensor_pb(const std::string& path, const std::string& name, const graph::Tensor& t) {
   onnx::TensorProto p;
   p.set_name(name);
-  int type = onnx::TensorProto::FLOAT;
-  if (t.type == ElemType::kFloat16) type = onnx::TensorProto::FLOAT16;
-  else if (t.type == ElemType::kBFloat16) type = onnx::TensorProto::BFLOAT16;
-  else if (t.type == ElemType::kInt64)
-    type = onnx::TensorProto::INT64;
-  else if (t.type == ElemType::kInt32)
-    type = onnx::TensorProto::INT32;
-  else if (t.type == ElemType::kInt8)
-    type = onnx::TensorProto::INT8;
-  else if (t.type == ElemType::kBool)
-    type = onnx::TensorProto::BOOL;
-  else if (t.type != ElemType::kFloat32)
+  const int type = onnx_type(t.type);
+  if (type == onnx::TensorProto::UNDEFINED || type == onnx::TensorProto::DOUBLE)
     throw InputError(path + ": " + std::string(elem_name(t.type)) + " tensors are not written");
   p.set_data_type(type);
   for (auto d : t.shape) p.add_dims(d);

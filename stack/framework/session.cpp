@@ -47,6 +47,13 @@ std::unique_ptr<Model::Impl> compile(ImportedModel imported, const std::string& 
   }
   const std::vector<std::string> unsupported = unsupported_nodes(g, graph::supported_op_types());
   if (!unsupported.empty()) {
+    // Shape arithmetic over a dim left unbound cannot fold: that dim is the cause, not the Shape/Gather nodes.
+    for (graph::ValueId in : g.inputs)
+      if (const auto& shape = g.value(in).shape)
+        for (const graph::Dim& d : *shape)
+          if (!d.known() && !d.symbol.empty())
+            throw InputError(name + ": input '" + g.value(in).name + "' has the unbound dim '" + d.symbol +
+                             "' (use --dim " + d.symbol + "=SIZE); the shapes computed from it cannot be folded");
     std::string list;
     for (const auto& u : unsupported) list += (list.empty() ? "" : ", ") + u;
     throw InputError(name + ": " + std::to_string(unsupported.size()) + " node(s) with ops npusim does not run: " + list);

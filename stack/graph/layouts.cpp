@@ -108,6 +108,8 @@ class Propagation {
     }
     const DType t = desc(ins[0]).dtype;
     if (!keeps_zero(st, t)) return false;
+    if (const auto* f = std::get_if<ops::FusedElementwiseCall>(&st.call); f && f->to && *f->to != t)
+      return false;  // a comparison or cast to another type: its output is not a form of the map
     Step on = st;
     on.inputs = ins;
     const int y5 = add_tensor(p_.tensors[static_cast<std::size_t>(out)].name + "/nc1hwc0", desc(ins[0]));

@@ -193,7 +193,8 @@ void splat_kernel(const SplatArgs& a) {
     if (step >= 2) wait_flag(PIPE_MTE3, PIPE_V, freed[b]);
     for (std::uint64_t r = 0; r < nr; ++r) {
       const T x = v.GetValue(r);
-      if constexpr (std::is_same_v<T, float>) Duplicate(out[r * lp], x, w);
+      if constexpr (std::is_same_v<T, float> || std::is_same_v<T, std::int32_t>)
+        Duplicate(out[r * lp], x, w);
       else Duplicate(out[r * lp], hw::isa::to_float(x), w);  // exact: every fp16/bf16 value is a float
     }
     set_flag(PIPE_V, PIPE_MTE3, filled[b]);
@@ -484,8 +485,8 @@ OpDef copy_op(const std::string& name, ParseFn parse, JobsFn call, const std::st
           switch (t) {
             case DType::kFp16: return [g] { splat_kernel<half>(g); };
             case DType::kBf16: return [g] { splat_kernel<bfloat16_t>(g); };
-            default:
-              return [g] { splat_kernel<float>(g); };  // fp32, and int32 bits (Duplicate stores them as they are)
+            case DType::kInt32: return [g] { splat_kernel<std::int32_t>(g); };  // Duplicate's integer path: exact
+            default: return [g] { splat_kernel<float>(g); };
           }
         };
         return plan;

@@ -3,7 +3,8 @@
 // other dims; the output has the indices' shape followed by the table's other dims. A negative index counts from
 // the end (ONNX's rule); one outside [-V, V) stops the kernel with an error naming it.
 //
-// The indices are dealt over the vector cores in tiles of up to R rows (R rows fit one of two stage buffers). Per
+// The indices are dealt over the vector cores in tiles of up to R rows (R rows fit one of two stage buffers of
+// half the UB less 1 KiB, R <= 256 so that the tile's indices fit that 1 KiB). Per
 // tile a core loads the tile's indices into the UB, the scalar unit reads each one (after an MTE2 -> S flag) and
 // issues one MTE2 copy of that row into the stage, and one MTE3 copy writes the R rows out: MTE2 fills one stage
 // while MTE3 drains the other. A row longer than a stage goes in pieces. In timing-only mode the UB holds no
@@ -107,7 +108,8 @@ OpDef gather_op() {
     a.stage_bytes = (chip.buffers.ub.size - 1024) / 2 / 32 * 32;
     const std::uint64_t row_bytes = ceil_to(a.h * es, 32);
     if (row_bytes <= a.stage_bytes) {
-      a.per_tile = std::min<std::uint64_t>({a.stage_bytes / row_bytes, 4095, ceil_div(a.n, chip.vector_units())});
+      // At most 256 rows a tile: their indices (1 KiB) fit the UB the two stages leave.
+      a.per_tile = std::min<std::uint64_t>({a.stage_bytes / row_bytes, 256, ceil_div(a.n, chip.vector_units())});
       a.units = ceil_div(a.n, a.per_tile);
     } else {
       a.pieces = true;

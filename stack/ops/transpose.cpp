@@ -185,6 +185,14 @@ OpDef transpose_op() {
     }
     const bool keeps_last = perm[n - 1] == n - 1;
     a.swap = !keeps_last;
+    if (a.swap && hw::isa::dtype_bytes(in[0].dtype) == 1)
+      throw InputError(
+          "transpose: swapping the last two dims of int8 data is not supported (the vector Gather takes 16- "
+          "and 32-bit elements)");
+    if (a.swap && hw::isa::dtype_bytes(in[0].dtype) == 1)
+      throw InputError(
+          "transpose: swapping the last two dims of int8 data is not supported (the vector Gather takes 16- "
+          "and 32-bit elements)");
     if (!keeps_last && !(n >= 2 && perm[n - 1] == n - 2 && perm[n - 2] == n - 1))
       throw InputError("transpose: perm='" + perm_text(perm) + "' moves the last dim elsewhere than the one before it (not supported)");
     const std::uint64_t es = hw::isa::dtype_bytes(in[0].dtype), ub = chip.buffers.ub.size - 512;

@@ -592,3 +592,15 @@ def test_fa_tiles_report_per_tile_cycles_whose_serial_stages_add_up_and_the_cont
     assert abs(control["block_dispatch"]["cycles"] - 1.2e-6 * 1.8e9) <= 2, control
     assert abs(control["kernel_launch"]["cycles"] - 1.7e-6 * 1.8e9) <= 2, control
     assert 0 <= control["sync"]["cycles"] < 10, control
+
+
+def test_int64_and_bool_arrays_are_refused_as_kernel_arguments_and_references(tmp_path):
+    """.npy files of int64 and bool (which `npusim run` converts for models) are not kernel arguments: reading their
+    bytes as another type would be silently wrong."""
+    args = add_args(tmp_path)
+    np.save(tmp_path / "ids.npy", np.arange(16384, dtype=np.int64))
+    np.save(tmp_path / "mask.npy", np.ones(16384, dtype=bool))
+    bad = [a if not str(a).startswith("x=") else f"x={tmp_path / 'ids.npy'}" for a in args]
+    expect_error(npusim("kernel", ADD / "add_custom.cpp", *bad), "ids.npy' holds int64 values; kernel arguments are")
+    expect_error(npusim("kernel", ADD / "add_custom.cpp", *args, "--check", tmp_path / "mask.npy"),
+                 "mask.npy holds bool values; references are")

@@ -177,3 +177,67 @@ def test_a_row_the_mask_hides_whole_is_zero_fused_and_unfused(tmp_path):
         assert np.abs(o["o"].astype(np.float32) - ref).max() < 1e-2
         kernels = [s["kernel"] for s in report["graph"]["steps"]]
         assert ("FlashAttention" in kernels) == fused, kernels
+
+
+def test_integer_outputs_come_back_in_the_models_types_and_narrowing_casts_are_refused(tmp_path):
+    """A bool cast to int8 and to int16 is written as int8 / int16 (the device holds both in int32); a float cast to
+    int8 would not wrap on the device and is refused by name."""
+    nodes = [helper.make_node("Greater", ["x", "zero"], ["pos"], name="gt"),
+             helper.make_node("Cast", ["pos"], ["a"], name="to_i8", to=TensorProto.INT8),
+             helper.make_node("Cast", ["pos"], ["b"], name="to_i16", to=TensorProto.INT16)]
+    path = model(str(tmp_path / "narrow.onnx"), nodes, [vi("x", TensorProto.FLOAT, [3, 40])],
+                 [vi("a", TensorProto.INT8, [3, 40]), vi("b", TensorProto.INT16, [3, 40])],
+                 [("zero", np.array(0, dtype=np.float32))])
+    x = RNG.standard_normal((3, 40)).astype(np.float32)
+    rc, o, err, _ = run(path, tmp_path, {"x": x})
+    assert rc == 0, err
+    assert o["a"].dtype == np.int8 and np.array_equal(o["a"], (x > 0).astype(np.int8))
+    assert o["b"].dtype == np.int16 and np.array_equal(o["b"], (x > 0).astype(np.int16))
+    bad = model(str(tmp_path / "bad.onnx"), [helper.make_node("Cast", ["x"], ["y"], name="to_i8", to=TensorProto.INT8)],
+                [vi("x", TensorProto.FLOAT, [3, 40])], [vi("y", TensorProto.INT8, [3, 40])])
+    rc, _, err, _ = run(bad, tmp_path, {"x": x})
+    assert rc == 1 and "node 'to_i8' (Cast): a cast from float32 to int8 is not run on the device" in err, err
+
+
+def test_a_comparison_of_a_convolutions_output_stays_off_its_nc1hwc0_form(tmp_path):
+    """Conv -> Greater(conv, 0) -> Cast to float -> Conv: the comparison's bool output is not a form of the feature
+    map, so it runs on the NCHW result (the NC1HWC0 propagation would otherwise give it the map's fp16 type and the
+    plan would refuse the graph)."""
+    w = (RNG.standard_normal((16, 8, 3, 3)) * 0.2).astype(np.float32)
+    w2 = (RNG.standard_normal((16, 16, 1, 1)) * 0.2).astype(np.float32)
+    nodes = [helper.make_node("Conv", ["x", "w"], ["c"], name="conv", pads=[1, 1, 1, 1]),
+             helper.make_node("Greater", ["c", "zero"], ["g"], name="gt"),
+             helper.make_node("Cast", ["g"], ["gf"], name="to_float", to=TensorProto.FLOAT),
+             helper.make_node("Conv", ["gf", "w2"], ["y"], name="conv2")]
+    path = model(str(tmp_path / "convgt.onnx"), nodes, [vi("x", TensorProto.FLOAT, [1, 8, 12, 12])],
+                 [vi("y", TensorProto.FLOAT, [1, 16, 12, 12])],
+                 [("w", w), ("w2", w2), ("zero", np.array(0, dtype=np.float32))])
+    x = RNG.standard_normal((1, 8, 12, 12)).astype(np.float32)
+    rc, o, err, _ = run(path, tmp_path, {"x": x})
+    assert rc == 0, err
+    f16 = lambda a: a.astype(np.float16).astype(np.float32)
+    xp = np.pad(f16(x), ((0, 0), (0, 0), (1, 1), (1, 1)))
+    c = np.zeros((1, 16, 12, 12), dtype=np.float32)
+    for i in range(3):
+        for j in range(3):
+            c += np.einsum("nchw,oc->nohw", xp[:, :, i:i + 12, j:j + 12], f16(w[:, :, i, j]))
+    ref = np.einsum("nchw,oc->nohw", (c > 0).astype(np.float32), f16(w2[:, :, 0, 0]))
+    # The device rounds the first result to fp16 (signs kept) and runs the second convolution in fp16: |y| < 2.
+    assert np.abs(o["y"] - ref).max() < 1e-2
+
+
+def test_an_unbound_dim_is_named_rather_than_the_shape_nodes_it_leaves_unfolded(tmp_path):
+    """Issue 24: shape arithmetic over a symbolic dim (Shape -> Gather -> Concat -> Reshape, as exporters write a
+    view) cannot fold until the dim is bound: the error names the dim and the option, and --dim runs it."""
+    nodes = [helper.make_node("Shape", ["x"], ["s"], name="shape"),
+             helper.make_node("Gather", ["s", "one"], ["seq"], name="seq", axis=0),
+             helper.make_node("Concat", ["seq", "heads", "dh"], ["to"], name="to", axis=0),
+             helper.make_node("Reshape", ["x", "to"], ["y"], name="view")]
+    path = model(str(tmp_path / "view.onnx"), nodes, [vi("x", TensorProto.FLOAT, [1, "seq", 64])],
+                 [vi("y", TensorProto.FLOAT, ["seq", 4, 16])],
+                 [("one", np.array([1], dtype=np.int64)), ("heads", np.array([4], dtype=np.int64)),
+                  ("dh", np.array([16], dtype=np.int64))])
+    p = subprocess.run([NPUSIM, "run", path], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 1 and "input 'x' has the unbound dim 'seq' (use --dim seq=SIZE)" in p.stderr, p.stderr
+    p = subprocess.run([NPUSIM, "run", path, "--dim", "seq=32"], capture_output=True, text=True, timeout=300)
+    assert p.returncode == 0, p.stderr

@@ -162,6 +162,8 @@ int index_tensor(Lowerer& l, const Node& n, const std::vector<std::int64_t>& row
   auto& bytes = l.t(t).constant;
   bytes.resize(rows.size() * 4);
   for (std::size_t i = 0; i < rows.size(); ++i) {
+    if (rows[i] > INT32_MAX)
+      l.fail(n, "row " + std::to_string(rows[i]) + " of the data is past the int32 indices the gather kernel takes");
     const auto v = static_cast<std::int32_t>(rows[i]);
     std::memcpy(&bytes[i * 4], &v, 4);
   }
@@ -276,6 +278,8 @@ std::vector<HostArray> fold_gather_elements(const FoldArgs& a) {
   const auto rank = static_cast<std::int64_t>(x.shape.size());
   if (static_cast<std::int64_t>(idx.shape.size()) != rank) throw NoFold{};
   const auto axis = static_cast<std::size_t>(norm_axis(a.node.attr_int("axis", 0), rank));
+  for (std::size_t d = 0; d < idx.shape.size(); ++d)
+    if (d != axis && idx.shape[d] > x.shape[d]) throw NoFold{};  // ONNX requires the indices within the data
   const auto xs = strides_of(x.shape), is = strides_of(idx.shape);
   return {gather_elems(x, idx.shape, [&](std::int64_t k) {
     std::int64_t src = 0;
@@ -402,8 +406,9 @@ void add_data_movement(std::vector<OpInfo>& table) {
                       .reads({"axis"})
                       .folds(fold_gather)
                       .lowers(lower_gather,
-                              "`gather` of rows: on axis 0 with any indices (an embedding lookup), on another axis "
-                              "with constant indices (the data seen as [outer x dim, inner] rows)"));
+                              "`gather` of rows: on axis 0 with any indices (an embedding lookup); on another axis "
+                              "with constant indices the data seen as [outer x dim, inner] rows, with indices from an "
+                              "input the axis moved to the front and back by `transpose`"));
   table.push_back(OpInfo::onnx("GatherND", 2, 2)
                       .reads({"batch_dims"})
                       .folds(fold_gather_nd)

@@ -1,5 +1,5 @@
 // Elementwise ops: binary arithmetic (with broadcasting), Pow, the unary functions, the variadic Max/Min/Sum/Mean,
-// Where, the comparisons and logic of masks, and IsNaN/IsInf. On the device: the binary and unary library ops, or
+// Where, the comparisons and logic of masks, and IsNaN. On the device: the binary and unary library ops, or
 // one fused_elementwise expression (comparisons and logic give bool, stored as int8 0/1).
 #include <algorithm>
 #include <cmath>
@@ -229,7 +229,7 @@ void add_elementwise(std::vector<OpInfo>& table) {
   variadic("Sum", "", nullptr);
   variadic("Mean", "", nullptr);
 
-  // Unary: Neg..Log fold too, Relu..Erf do not; Floor, Ceil and Not are host only.
+  // Unary: Neg..Log fold too, Relu..Erf do not; Floor and Ceil are host only (Not and IsNaN: with the logic below).
   auto unary = [&](const char* type, const char* fn, FoldRule fold) {
     OpInfo op = OpInfo::onnx(type, 1, 1).in_expressions_as(fn);
     if (fold) op.folds(std::move(fold));

@@ -148,6 +148,12 @@ std::vector<HostArray> fold_cast(const FoldArgs& a) {
 }
 
 void lower_cast(Lowerer& l, const Node& n) {
+  // int8, int16 and uint8 live in int32 on the device: a cast into one from a wider type would not wrap.
+  const ElemType from = l.graph().value(n.inputs[0]).type, to = l.graph().value(n.outputs[0]).type;
+  const bool narrow = to == ElemType::kInt8 || to == ElemType::kInt16 || to == ElemType::kUint8;
+  if (narrow && from != to && from != ElemType::kBool)
+    l.fail(n, "a cast from " + std::string(elem_name(from)) + " to " + std::string(elem_name(to)) +
+                  " is not run on the device (the device holds it in int32, so values would not wrap)");
   const int x = l.in(n, 0), o = l.out(n, 0);
   if (l.t(x).desc.dtype == l.t(o).desc.dtype) {
     l.view(n, n.outputs[0], x);

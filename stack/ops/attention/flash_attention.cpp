@@ -424,9 +424,10 @@ std::vector<HostTensor> fa_reference(const std::vector<TensorDesc>&, const Call&
           sum += e;
           for (std::uint32_t c = 0; c < s.D; ++c) acc[c] += e * vv[j * s.v.ss + c];
         }
-        // A row the mask hides whole (every score -inf) is 0, as PyTorch's SDPA gives.
-        for (std::uint32_t c = 0; c < s.D; ++c)
-          o[i * s.o.ss + c] = mx == -INFINITY ? 0.0f : static_cast<float>(acc[c] / sum);
+        // A row the mask hides whole (every score -inf, or below the -1e30 the kernel floors the row max at) is 0, as
+        // PyTorch's SDPA gives for -inf and the kernel for both.
+        const bool hidden = s.mask && mx <= kMasked;
+        for (std::uint32_t c = 0; c < s.D; ++c) o[i * s.o.ss + c] = hidden ? 0.0f : static_cast<float>(acc[c] / sum);
       }
     }
   }

@@ -36,7 +36,7 @@ def from_storage(a: np.ndarray, spec: dict) -> np.ndarray:
     """A model output the device stores as int32 or int8 in the model's own type (int64, bool...)."""
     if spec.get("type") == "bool":
         return a != 0
-    if spec.get("type") in ("int64", "int16", "uint8") and a.dtype.kind == "i":
+    if spec.get("type") in ("int64", "int16", "int8", "uint8") and a.dtype.kind == "i":
         return a.astype(spec["type"])
     return a
 
