@@ -149,8 +149,12 @@ int sc_main(int argc, char** argv) {
 
   npusim::cli::RunOptions ropts;
   ConfigOptions run_cfg;
-  CLI::App* run = app.add_subcommand("run", "run an ONNX model through the stack: import, lower to library ops, runtime");
-  run->add_option("model", ropts.model, "MODEL.onnx")->required();
+  CLI::App* run = app.add_subcommand(
+      "run",
+      "run an ONNX model through the stack (import, lower to library ops, runtime), or an LLM from its "
+      "HuggingFace config.json: prefill and decode steps (docs/llm.md)");
+  run->add_option("model", ropts.model, "MODEL.onnx, or an LLM's directory (config.json, *.safetensors) or config.json")
+      ->required();
   add_config_options(*run, run_cfg);
   add_sanitize_flag(*run, run_cfg);
   run->add_option("--dim", ropts.dims, "bind a symbolic input dim, e.g. --dim batch=4 (repeatable)")->type_name("NAME=SIZE");
@@ -169,6 +173,26 @@ int sc_main(int argc, char** argv) {
       ->check(CLI::Range(1, 64))
       ->type_name("N")
       ->capture_default_str();
+  CLI::Option* decode_opt =
+      run->add_option("--decode", ropts.decode, "LLM: decode steps after the prefill (tokens after the first)")
+          ->check(CLI::Range(0, 65536))
+          ->type_name("N")
+          ->capture_default_str();
+  CLI::Option* prompt_opt = run->add_option("--prompt-len", ropts.prompt_len, "LLM: tokens of each prompt")
+                                ->check(CLI::Range(1, 1 << 20))
+                                ->type_name("P")
+                                ->capture_default_str();
+  CLI::Option* batch_opt = run->add_option("--batch", ropts.batch, "LLM: sequences decoded together")
+                               ->check(CLI::Range(1, 4096))
+                               ->type_name("B")
+                               ->capture_default_str();
+  CLI::Option* page_opt = run->add_option("--page", ropts.page, "LLM: KV cache rows per page (a multiple of 16)")
+                              ->check(CLI::Range(16, 4096))
+                              ->type_name("ROWS")
+                              ->capture_default_str();
+  CLI::Option* replay_opt = run->add_flag("--no-replay", ropts.no_replay,
+                                          "LLM, timing-only: simulate every layer (by default layers 2.. take layer "
+                                          "1's kernel times when the L2 cannot tell them apart; docs/llm.md)");
   add_output_options(*run, ropts.json, ropts.files);
 
   npusim::cli::SweepOptions sopts;
@@ -233,6 +257,10 @@ int sc_main(int argc, char** argv) {
     if (*run) {
       ropts.config = run_cfg.config;
       ropts.sets = run_cfg.all_sets();
+      ropts.batch_given = batch_opt->count() > 0;
+      ropts.prompt_len_given = prompt_opt->count() > 0;
+      ropts.llm_options = decode_opt->count() || ropts.batch_given || ropts.prompt_len_given || page_opt->count() ||
+                          replay_opt->count();
       return npusim::cli::run_model_command(ropts);
     }
     if (*op) {

@@ -4,6 +4,7 @@
 #include "cli/run_outputs.hpp"
 #include "cli/tensor_data.hpp"
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <cstring>
@@ -53,7 +54,14 @@ int run_op_command(const OpOptions& opts) {
   const std::vector<std::pair<float, float>> ranges = op->ranges_of ? op->ranges_of(inputs) : op->input_ranges;
   for (std::size_t i = 0; i < inputs.size(); ++i) {
     const std::pair<float, float> range = i < ranges.size() ? ranges[i] : std::make_pair(-1.0f, 1.0f);
-    if (mode == hw::core::Mode::kFunctional) random_tensor(inputs[i], range, rng, in_bytes[i], in_values[i]);
+    const bool distinct = std::count(op->distinct_inputs.begin(), op->distinct_inputs.end(), i) > 0;
+    try {
+      if (mode == hw::core::Mode::kFunctional)
+        random_tensor(inputs[i], range, rng, in_bytes[i], in_values[i], distinct);
+    } catch (const InputError& e) {
+      throw InputError("op " + opts.name + ": input " + std::to_string(i) + " (" + ops::shape_string(inputs[i].shape) +
+                       "): " + e.what());
+    }
   }
   stack::framework::RunResult result = session.run_op(opts.name, call, inputs, in_bytes, params, opts.warmup);
   nlohmann::json& report = result.report;

@@ -92,7 +92,42 @@ std::vector<std::string> input_files(const std::string& dir, const graph::Progra
 
 }  // namespace
 
+Progress::Progress(stack::framework::Session& session, bool forced)
+    : tty_(isatty(STDERR_FILENO) != 0), t0_(std::chrono::steady_clock::now()) {
+  if (!tty_ && !forced) return;
+  session.on_progress([this](std::uint32_t done, std::uint32_t submitted, double device_ns) {
+    const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0_).count();
+    std::ostringstream os;
+    os << std::fixed << std::setprecision(3) << "npusim run: " << done << "/" << submitted << " tasks done, "
+       << device_ns / 1e6 << " ms simulated, " << std::setprecision(1) << now << " s";
+    line_ = os.str();
+    if (shown_at_ >= 0 && now - shown_at_ < (tty_ ? 0.5 : 1.0)) return;
+    shown_at_ = now;
+    shown_ = line_;
+    std::cerr << (tty_ ? "\r" + line_ : line_ + "\n") << std::flush;
+  });
+}
+
+void Progress::done() {
+  if (!line_.empty()) std::cerr << (tty_ ? "\r" + line_ + "\n" : line_ == shown_ ? "" : line_ + "\n") << std::flush;
+}
+
+void prepare_outputs_dir(const std::string& dir) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  std::error_code is_dir_ec;
+  if (!std::filesystem::is_directory(dir, is_dir_ec))
+    throw InputError("--outputs " + dir + ": not a directory and cannot be made one" +
+                     (ec ? " (" + ec.message() + ")" : ""));
+}
+
 int run_model_command(const RunOptions& opts) {
+  if (is_llm_model(opts.model)) return run_llm_command(opts);
+  if (opts.llm_options)
+    throw InputError(
+        "--decode, --prompt-len, --batch and --page run an LLM from its HuggingFace config.json (give "
+        "its directory or the file), not " +
+        opts.model);
   const config::LoadedConfig loaded = config::load_config(opts.config, opts.sets);
   stack::framework::CompileOptions copts;
   copts.dims = parse_dims(opts.dims);
@@ -104,12 +139,8 @@ int run_model_command(const RunOptions& opts) {
 
   if ((!opts.inputs_dir.empty() || !opts.outputs_dir.empty()) && !opts.functional)
     throw InputError("--inputs and --outputs need --functional");
-  if (!opts.outputs_dir.empty()) {  // made if missing, as `mkdir -p` would, before anything runs
-    std::error_code ec;
-    std::filesystem::create_directories(opts.outputs_dir, ec);
-    std::error_code is_dir_ec;
-    if (!std::filesystem::is_directory(opts.outputs_dir, is_dir_ec))
-      throw InputError("--outputs " + opts.outputs_dir + ": not a directory and cannot be made one" + (ec ? " (" + ec.message() + ")" : ""));
+  if (!opts.outputs_dir.empty()) {
+    prepare_outputs_dir(opts.outputs_dir);
     // An output named like another's positional file (output_K) would overwrite it.
     for (std::size_t k = 0; k < program.outputs.size(); ++k) {
       const std::string& name = program.tensors[static_cast<std::size_t>(program.outputs[k])].name;
@@ -160,27 +191,9 @@ int run_model_command(const RunOptions& opts) {
     }
   }
   stack::framework::Session session(loaded, mode, opts.files);
-  const auto t0 = std::chrono::steady_clock::now();
-  // Progress on stderr: on a terminal one line rewritten at most twice a second, with --progress elsewhere a line
-  // at most every second; the final state always ends the report.
-  const bool tty = isatty(STDERR_FILENO) != 0, progress = tty || opts.progress;
-  double shown_at = -1;
-  std::string line, shown;
-  if (progress) {
-    session.on_progress([&](std::uint32_t done, std::uint32_t submitted, double device_ns) {
-      const double now = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-      std::ostringstream os;
-      os << std::fixed << std::setprecision(3) << "npusim run: " << done << "/" << submitted << " tasks done, "
-         << device_ns / 1e6 << " ms simulated, " << std::setprecision(1) << now << " s";
-      line = os.str();
-      if (shown_at >= 0 && now - shown_at < (tty ? 0.5 : 1.0)) return;
-      shown_at = now;
-      shown = line;
-      std::cerr << (tty ? "\r" + line : line + "\n") << std::flush;
-    });
-  }
+  Progress progress(session, opts.progress);
   stack::framework::RunResult result = session.run(model, inputs);
-  if (progress && !line.empty()) std::cerr << (tty ? "\r" + line + "\n" : line == shown ? "" : line + "\n") << std::flush;
+  progress.done();
   nlohmann::json& report = result.report;
   if (!opts.outputs_dir.empty()) {
     // Each output as DIR/NAME.npy and DIR/NAME.pb, and by position as DIR/output_K.pb (ONNX's test-data layout).

@@ -11,8 +11,10 @@
 namespace npusim::cli {
 
 // Random values in `range`, rounded to the tensor's dtype: the device bytes and the fp32 values a reference uses.
+// With `distinct`, the tensor (of integers) gets distinct values of [range]; InputError when the range holds fewer
+// integers than the tensor has elements.
 void random_tensor(const stack::ops::TensorDesc& t, std::pair<float, float> range, std::mt19937_64& rng,
-                   std::vector<std::uint8_t>& bytes, stack::ops::HostTensor& values);
+                   std::vector<std::uint8_t>& bytes, stack::ops::HostTensor& values, bool distinct = false);
 // Tolerances of a --check per output dtype: |out - ref| <= atol + rtol |ref|. One rounding to the dtype is 2^-11
 // (fp16), 2^-8 (bf16) relative; integers compare exactly.
 std::pair<double, double> default_tolerance(hw::isa::DType t);

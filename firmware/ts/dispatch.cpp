@@ -1,6 +1,7 @@
 #include "firmware/ts/dispatch.hpp"
 
 #include <algorithm>
+#include <cmath>
 
 #include "common/util/error.hpp"
 #include "firmware/kernel/context.hpp"
@@ -49,6 +50,11 @@ hw::core::Program block_program(std::function<void()> body, std::uint32_t block,
     body();
     engine.set_user_context(nullptr);
   };
+}
+
+std::uint64_t block_init_cycles(const config::ChipConfig& chip) {
+  return static_cast<std::uint64_t>(
+      std::llround((chip.launch.core_startup + chip.launch.kernel_init) * 1e-9 * chip.clock.core_hz));
 }
 
 kernel::CoreRun core_run(const hw::core::CoreEngine& e) {

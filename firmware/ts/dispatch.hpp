@@ -24,6 +24,10 @@ std::vector<std::vector<BlockSlot>> block_slots(hw::chip::Chip& chip, kernel::Ke
 
 // What a core runs for one block: sets up the kernel context, spends `init_cycles` of scalar time (kernel software
 // init: arguments, tiling data), then runs the body.
+// The scalar cycles a block spends starting before its kernel body runs: the core's start-up and the kernel's
+// initialisation (launch.core_startup + launch.kernel_init), in core cycles.
+std::uint64_t block_init_cycles(const config::ChipConfig& chip);
+
 hw::core::Program block_program(std::function<void()> body, std::uint32_t block, std::uint32_t block_dim,
                                 std::uint32_t sub_idx, std::uint32_t sub_num, std::uint64_t init_cycles = 0);
 

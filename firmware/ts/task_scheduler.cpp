@@ -150,9 +150,7 @@ bool TaskScheduler::dispatch_block(KernelTask& task, std::uint64_t init_cycles) 
 
 bool TaskScheduler::dispatch() {
   bool any = false;
-  const auto& launch = chip_.config().launch;
-  const auto init_cycles =
-      static_cast<std::uint64_t>(std::llround((launch.core_startup + launch.kernel_init) * 1e-9 * chip_.config().clock.core_hz));
+  const std::uint64_t init_cycles = block_init_cycles(chip_.config());
   std::vector<KernelTask*> tasks;
   std::vector<DispatchCandidate> candidates;
   for (KernelTask& task : kernel_tasks_) {

@@ -250,6 +250,10 @@ const ops::OpDef& find(const std::string& name) {
 
 }  // namespace
 
+nlohmann::json Session::call(const std::function<void(runtime::Device&)>& host) {
+  return impl_->call(host);
+}
+
 ops::Call Session::op_call(const std::string& name, const ops::Params& params) { return ops::parse_call(find(name), params); }
 
 std::vector<ops::TensorDesc> Session::op_inputs(const std::string& name, const ops::Params& params, hw::isa::DType dtype) {
@@ -335,7 +339,10 @@ RunResult Session::run_op(const std::string& name, const ops::Call& call, const 
       buffers.push_back(d.malloc(inputs[i].bytes()));
       d.memcpy_async(buffers.back(), functional ? values[i].data() : nullptr, inputs[i].bytes(), s);
     }
-    for (const auto& o : plan.outputs) buffers.push_back(d.malloc(o.bytes()));
+    for (std::size_t o = 0; o < plan.outputs.size(); ++o) {
+      const int same = o < plan.in_place.size() ? plan.in_place[o] : -1;
+      buffers.push_back(same >= 0 ? buffers.at(static_cast<std::size_t>(same)) : d.malloc(plan.outputs[o].bytes()));
+    }
     if (plan.workspace_bytes) buffers.push_back(d.malloc(plan.workspace_bytes));
   };
   auto launch = [&](runtime::Device& d, runtime::Stream s) {
@@ -347,7 +354,11 @@ RunResult Session::run_op(const std::string& name, const ops::Call& call, const 
       d.memcpy_async(functional ? out[i].data() : nullptr, buffers[inputs.size() + i], plan.outputs[i].bytes(), s);
     }
     d.synchronize();
-    for (std::uint64_t b : buffers) d.free(b);
+    for (std::size_t b = 0; b < buffers.size(); ++b) {
+      const std::size_t o = b - inputs.size();
+      const bool shared = b >= inputs.size() && o < plan.in_place.size() && plan.in_place[o] >= 0;
+      if (!shared) d.free(buffers[b]);
+    }
   };
   nlohmann::json report;
   if (warmup == 0) {

@@ -115,6 +115,10 @@ class Session {
   // The input descriptions `npusim op NAME -p ... --dtype` gives an op (from its shape parameters).
   static std::vector<ops::TensorDesc> op_inputs(const std::string& op, const ops::Params& params, hw::isa::DType dtype);
 
+  // A host program of the caller's (runtime API calls on the device): its tasks are submitted and waited for, and the
+  // report covers them, as for run() and run_op(). The LLM runner (llm.hpp) runs its prefill and decode steps so.
+  nlohmann::json call(const std::function<void(runtime::Device&)>& host);
+
   // What `npu-smi info` shows for the simulated device: name, cores, device memory in use and its capacity, and
   // the AI cores' utilisation over the last call (docs/python.md defines each).
   nlohmann::json status() const;

@@ -16,6 +16,8 @@ Executor::Executor(const Program& p, const config::ChipConfig& chip, std::uint32
     }
     try {
       ops::OpPlan plan = ops::plan_op(*op, in, s.call, chip);
+      for (int same : plan.in_place)
+        if (same >= 0) throw InputError(s.op + " updates a tensor in place, which a graph step cannot (yet)");
       for (std::size_t o = 0; o < s.outputs.size(); ++o) {
         const ops::TensorDesc& want = p.tensors[static_cast<std::size_t>(s.outputs[o])].desc;
         if (ops::elements(plan.outputs.at(o).shape) != ops::elements(want.shape) || plan.outputs[o].dtype != want.dtype)

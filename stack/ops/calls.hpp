@@ -101,6 +101,20 @@ struct FlashAttentionCall {
   std::optional<AttentionStrides> q, k, v, o;
 };
 
+// Decoding attention over a paged key/value cache (vLLM's paged attention, Ascend's IncreFlashAttention): per
+// sequence b, S new query rows [B, S, N, D] against the first lens[b] rows of a cache of `pages` pages of `page`
+// rows [pages, page, KVN, D], whose pages a block table [B, ceil(max lens / page)] (int32) lists in order. With
+// S > 1 the new rows are the cache's last: row i sees keys j <= i + lens[b] - S.
+struct PagedAttentionCall {
+  static constexpr const char* kName = "PagedAttentionCall";
+  std::uint32_t B = 0, N = 0, KVN = 0, S = 1, D = 0;
+  std::vector<std::uint32_t> lens;  // keys of each sequence (host-side, as IncreFlashAttention's actual_seq_lengths)
+  std::uint32_t page = 128;         // rows per page
+  std::uint32_t pages = 0;          // pages of the cache; 0: B x ceil(max lens / page)
+  std::optional<double> scale;      // unset: 1 / sqrt(D)
+  std::uint32_t splits = 0;         // key ranges per head (split-K, combined in the kernel); 0: chosen by the tiling
+};
+
 // softmax, log_softmax over the last dimension.
 struct SoftmaxCall {
   static constexpr const char* kName = "SoftmaxCall";
@@ -169,8 +183,8 @@ struct FusedElementwiseCall {
 };
 
 using Call = std::variant<Operands, CastCall, MatMulCall, Conv2dCall, PoolCall, ResizeCall, TransDataCall,
-                          FlashAttentionCall, SoftmaxCall, NormCall, RopeCall, ReduceCall, TransposeCall, SliceCall,
-                          ConcatCall, SplitCall, ExpandCall, FusedElementwiseCall>;
+                          FlashAttentionCall, PagedAttentionCall, SoftmaxCall, NormCall, RopeCall, ReduceCall,
+                          TransposeCall, SliceCall, ConcatCall, SplitCall, ExpandCall, FusedElementwiseCall>;
 
 // The alternative's name ("NormCall"), for errors.
 const char* call_name(const Call& c);

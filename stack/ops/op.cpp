@@ -14,6 +14,7 @@ namespace npusim::stack::ops {
 std::vector<OpDef> elementwise_ops();
 std::vector<OpDef> matmul_ops();
 std::vector<OpDef> attention_ops();
+std::vector<OpDef> paged_attention_ops();
 std::vector<OpDef> conv_ops();
 std::vector<OpDef> trans_data_ops();
 std::vector<OpDef> pool_ops();
@@ -24,6 +25,7 @@ std::vector<OpDef> transpose_ops();
 std::vector<OpDef> fused_ops();
 std::vector<OpDef> copy_ops();
 std::vector<OpDef> gather_ops();
+std::vector<OpDef> kv_cache_ops();
 
 std::string shape_string(const Shape& s) {
   std::string out;
@@ -161,6 +163,7 @@ const std::vector<OpDef>& all_ops() {
     for (auto& op : elementwise_ops()) v.push_back(std::move(op));
     for (auto& op : matmul_ops()) v.push_back(std::move(op));
     for (auto& op : attention_ops()) v.push_back(std::move(op));
+    for (auto& op : paged_attention_ops()) v.push_back(std::move(op));
     for (auto& op : conv_ops()) v.push_back(std::move(op));
     for (auto& op : trans_data_ops()) v.push_back(std::move(op));
     for (auto& op : pool_ops()) v.push_back(std::move(op));
@@ -171,6 +174,7 @@ const std::vector<OpDef>& all_ops() {
     for (auto& op : transpose_ops()) v.push_back(std::move(op));
     for (auto& op : copy_ops()) v.push_back(std::move(op));
     for (auto& op : gather_ops()) v.push_back(std::move(op));
+    for (auto& op : kv_cache_ops()) v.push_back(std::move(op));
     for (auto& op : fused_ops()) v.push_back(std::move(op));
     return v;
   }();

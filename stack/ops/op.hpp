@@ -90,6 +90,9 @@ struct OpPlan {
   // The compulsory traffic in bytes when the kernel does not read every input whole (a gather reads only the rows
   // it picks); unset: every input once and every output once.
   std::optional<std::uint64_t> compulsory_bytes;
+  // Per output, when set: the input whose buffer it is (the op updates that tensor in place, as reshape_and_cache
+  // writes a KV cache); -1 or absent: a buffer of its own.
+  std::vector<int> in_place;
   // The kernel for device buffers: inputs then outputs, in the order of the descriptions.
   std::function<std::function<void()>(const std::vector<std::uint64_t>& buffers)> kernel;  // + workspace
 };
@@ -121,6 +124,9 @@ struct OpDef {
   // Whether int32 / int8 operands are taken (data movement, gather, fused_elementwise); the others compute in
   // float and refuse them (plan_op).
   bool takes_integers = false;
+  // Integer inputs whose random values (npusim op --check) must be distinct, e.g. cache slots two tokens must not
+  // share.
+  std::vector<std::size_t> distinct_inputs;
 };
 
 // op.plan after the checks every op shares: integer operands only for an op that takes them.

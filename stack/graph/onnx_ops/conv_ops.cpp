@@ -326,15 +326,16 @@ void lower_batch_norm(Lowerer& l, const Node& n) {
     }
     sc = l.temp(n.name + "/scale", ops::TensorDesc{column, dt});
     sh = l.temp(n.name + "/shift", ops::TensorDesc{column, dt});
-    l.step(n, "fused_elementwise", ops::FusedElementwiseCall{"div(x0,sqrt(add(x1," + num(eps) + ")))", column},
+    l.step(n, "fused_elementwise",
+           ops::FusedElementwiseCall{"div(x0,sqrt(add(x1," + num(eps) + ")))", column, std::nullopt},
            {params[0], params[3]}, {sc});
     l.program().steps.back().shapes = {column, column};
-    l.step(n, "fused_elementwise", ops::FusedElementwiseCall{"sub(x0,mul(x1,x2))", column}, {params[1], params[2], sc},
-           {sh});
+    l.step(n, "fused_elementwise", ops::FusedElementwiseCall{"sub(x0,mul(x1,x2))", column, std::nullopt},
+           {params[1], params[2], sc}, {sh});
     l.program().steps.back().shapes = {column, column, column};
   }
   const int se = l.expanded(n, sc, xs), te = l.expanded(n, sh, xs);
-  l.step(n, "fused_elementwise", ops::FusedElementwiseCall{"add(mul(x0,x1),x2)", xs}, {x, se, te}, {o});
+  l.step(n, "fused_elementwise", ops::FusedElementwiseCall{"add(mul(x0,x1),x2)", xs, std::nullopt}, {x, se, te}, {o});
 }
 
 // The scales a Resize (inputs 2 and 3; Resize-10 and Upsample-9: input 1; Upsample-7: an attribute) gives the two

@@ -113,7 +113,8 @@ void lower_pow(Lowerer& l, const Node& n) {
   else if (ex == 0.5)
     l.step(n, "sqrt", ops::Operands{}, {x}, {l.out(n, 0)});
   else if (const auto f = forms.find(ex); f != forms.end())
-    l.step(n, "fused_elementwise", ops::FusedElementwiseCall{f->second, l.t(x).desc.shape}, {x}, {l.out(n, 0)});
+    l.step(n, "fused_elementwise", ops::FusedElementwiseCall{f->second, l.t(x).desc.shape, std::nullopt}, {x},
+           {l.out(n, 0)});
   else
     l.fail(n, "the exponent " + num(ex) + " is not supported (2, 0.5, 3, 4, 1.5, 1, -0.5, -1, -2 are)");
 }

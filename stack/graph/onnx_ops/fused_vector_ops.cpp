@@ -67,7 +67,7 @@ void lower_fused_elementwise(Lowerer& l, const Node& n) {
     }
     ins.push_back(x);
   }
-  l.step(n, "fused_elementwise", ops::FusedElementwiseCall{expr->s, l.t(o).desc.shape}, ins, {o});
+  l.step(n, "fused_elementwise", ops::FusedElementwiseCall{expr->s, l.t(o).desc.shape, std::nullopt}, ins, {o});
   if (const Attribute* k = n.attr("kernel")) l.program().steps.back().kernel = k->s;
 }
 

@@ -23,7 +23,7 @@ using hw::isa::DType;
 
 constexpr float kMasked = -1e30f;  // a masked score: exp(kMasked - m) is 0 for any finite m
 constexpr float kMinSum = 1e-30f;  // the softmax sum's floor: a row with any key visible has a sum >= 1
-constexpr std::uint32_t kSReady = 0, kPReady = 1, kPvReady = 2;
+constexpr std::uint32_t kSReady = 0, kPReady = 1, kPvReady = 2, kCombine = 3;
 
 // Where a tensor's rows are: element (b, n, s, d) of Q, K, V or O sits at off + b*bs + n*ns + s*ss + d (elements).
 // BNSD and BSND are two such layouts; a graph passes others (a head's rows inside a fused QKV projection, the
@@ -45,6 +45,18 @@ struct FaShape {
   bool bsnd = false;    // -p layout=bsnd: Q, K, V and O are [B, S, heads, D]
   FaLayout q, k, v, o;  // K and V index heads 0..KVN-1
 
+  // Decoding (paged_attention.cpp). Each batch's keys (empty: SK each); K and V in pages of `page` rows (0: the
+  // layouts k and v above), page p's row r of head h at k.off + h k.ns + (p page + r) k.ss, batch b's pages listed
+  // by the block table's row b (table_cols entries, each below `pages`); the keys of a head cut into `splits`
+  // ranges whose partial results (O and the log-sum-exp per row) go to the workspace and are combined at the end
+  // (split chips); `partials` reserves the UB for that.
+  std::vector<std::uint32_t> lens;
+  std::uint32_t page = 0, table_cols = 0, pages = 0, splits = 1;
+  bool partials = false;
+  std::uint32_t keys(std::uint32_t b) const { return lens.empty() ? SK : lens[b]; }
+  // Causal: query row i of batch b sees keys j <= i + shift(b) (decoding: the new rows are the cache's last).
+  std::uint32_t shift(std::uint32_t b) const { return lens.empty() ? 0 : lens[b] - S; }
+
   // Element offset of the mask row that query row `row` of head (b, n) adds.
   std::uint64_t mask_at(std::uint64_t b, std::uint64_t n, std::uint64_t row) const {
     return ((MB > 1 ? b : 0) * MN + (MN > 1 ? n : 0)) * MS * SK + (MS > 1 ? row : 0) * SK;
@@ -62,13 +74,16 @@ struct FaTiling {
   std::uint32_t rc = 0;
   std::uint32_t block_dim = 1;
   std::uint64_t slot_bytes = 0;  // GM workspace per block (split chips)
+  std::uint64_t part_off = 0;    // splits > 1: where the partial results start in the workspace (bytes)
   // Block i runs the fractals [first[i], first[i + 1]) of the row stream: fractal f is rows 16 j .. 16 j + 15 of
   // head h = f / F, j = f % F, F = ceil(S / 16), heads in (batch, head) order. block_dim + 1 entries.
+  // With splits > 1 the stream is of units instead: unit e is split e % splits of head e / splits, all S rows.
   std::vector<std::uint64_t> first;
 };
 
 struct FaArgs {
   GM_ADDR q = 0, k = 0, v = 0, mask = 0, o = 0, workspace = 0;
+  GM_ADDR table = 0;  // paged K and V: the block table (int32)
   FaShape s;
   FaTiling t;
 };
@@ -78,12 +93,14 @@ struct FaStep {
   std::uint32_t b, n, q0, qr;  // query rows [q0, q0 + qr)
   std::uint32_t kv0, w;        // key columns [kv0, kv0 + w)
   bool first, last;            // first / last key block of the unit
+  std::uint32_t split;         // the unit's key range (splits > 1)
 };
 
 // A unit: query rows [q0, q0 + qr) of head bn (= b N + n).
 struct FaUnit {
   std::uint64_t bn;
   std::uint32_t q0, qr;
+  std::uint32_t split = 0;
 };
 
 inline std::uint64_t fractals_per_head(const FaShape& s) {
@@ -94,6 +111,11 @@ inline std::uint64_t fractals_per_head(const FaShape& s) {
 inline std::vector<FaUnit> units_of(const FaShape& s, const FaTiling& t, std::uint32_t blk) {
   std::vector<FaUnit> out;
   if (blk + 1 >= t.first.size()) return out;
+  if (s.splits > 1) {
+    for (std::uint64_t e = t.first[blk]; e < t.first[blk + 1]; ++e)
+      out.push_back({e / s.splits, 0, s.S, u32(e % s.splits)});
+    return out;
+  }
   const std::uint64_t F = fractals_per_head(s), end = t.first[blk + 1];
   for (std::uint64_t f = t.first[blk]; f < end;) {
     const std::uint64_t head = f / F, stop = std::min(end, (head + 1) * F);
@@ -106,22 +128,41 @@ inline std::vector<FaUnit> units_of(const FaShape& s, const FaTiling& t, std::ui
   return out;
 }
 
-// Key blocks of a unit: all of them, or (causal, query i sees keys j <= i) up to the one holding its last row.
-inline std::uint32_t key_blocks(const FaShape& s, const FaTiling& t, std::uint32_t q0, std::uint32_t qr) {
-  const std::uint32_t all = u32(ceil_div(s.SK, t.bk));
-  if (!s.causal) return all;
-  return std::min(all, (q0 + qr - 1) / t.bk + 1);
+// The keys [lo, hi) of split `split` of batch b: its keys cut into s.splits ranges of whole key blocks (the last
+// ones may be empty when the batch has few keys).
+inline std::pair<std::uint32_t, std::uint32_t> split_keys(const FaShape& s, const FaTiling& t, std::uint32_t b,
+                                                          std::uint32_t split) {
+  const std::uint32_t len = s.keys(b);
+  if (s.splits <= 1) return {0, len};
+  const std::uint64_t chunk = ceil_to(ceil_div(len, s.splits), t.bk);
+  const auto lo = u32(std::min<std::uint64_t>(len, split * chunk));
+  return {lo, u32(std::min<std::uint64_t>(len, lo + chunk))};
+}
+// The splits of batch b that hold keys (the combine reads theirs).
+inline std::uint32_t splits_used(const FaShape& s, const FaTiling& t, std::uint32_t b) {
+  if (s.splits <= 1) return 1;
+  return u32(ceil_div(s.keys(b), ceil_to(ceil_div(s.keys(b), s.splits), t.bk)));
+}
+
+// Key blocks of a unit: all of its range, or (causal, query i sees keys j <= i + shift) up to the one holding its
+// last row's last key.
+inline std::uint32_t key_blocks(const FaShape& s, const FaTiling& t, std::uint32_t b, std::uint32_t q0,
+                                std::uint32_t qr, std::uint32_t split = 0) {
+  auto [lo, hi] = split_keys(s, t, b, split);
+  if (s.causal) hi = u32(std::min<std::uint64_t>(hi, static_cast<std::uint64_t>(q0) + qr + s.shift(b)));
+  return hi > lo ? u32(ceil_div(hi - lo, t.bk)) : 0;
 }
 
 // The steps of block `blk`, in order.
 inline std::vector<FaStep> steps_of(const FaArgs& g, std::uint32_t blk) {
   std::vector<FaStep> out;
   for (const FaUnit& u : units_of(g.s, g.t, blk)) {
-    const std::uint32_t nk = key_blocks(g.s, g.t, u.q0, u.qr);
     const std::uint32_t b = u32(u.bn / g.s.N), n = u32(u.bn % g.s.N);
+    const std::uint32_t nk = key_blocks(g.s, g.t, b, u.q0, u.qr, u.split);
+    const auto [lo, hi] = split_keys(g.s, g.t, b, u.split);
     for (std::uint32_t j = 0; j < nk; ++j) {
-      const std::uint32_t kv0 = j * g.t.bk;
-      out.push_back({b, n, u.q0, u.qr, kv0, std::min(g.t.bk, g.s.SK - kv0), j == 0, j + 1 == nk});
+      const std::uint32_t kv0 = lo + j * g.t.bk;
+      out.push_back({b, n, u.q0, u.qr, kv0, std::min(g.t.bk, hi - kv0), j == 0, j + 1 == nk, u.split});
     }
   }
   return out;
@@ -136,10 +177,28 @@ template <class T>
 GM_ADDR o_at(const FaArgs& g, const FaStep& st, std::uint32_t row) {
   return g.o + g.s.o.at(st.b, st.n, row) * sizeof(T);
 }
-template <class T>
-GM_ADDR kv_at(const FaArgs& g, bool is_v, const FaStep& st, std::uint32_t row) {
+// The page holding key row `row` of batch b (paged K and V): the block table's entry, read by the scalar unit. In
+// timing-only mode the table holds no values and the pages are taken in order (batch b's i-th page is
+// b * table_cols + i, as a fresh cache hands them out).
+std::uint32_t page_of(const FaArgs& g, std::uint32_t b, std::uint32_t row);
+
+// Rows [row, row + n) of the K (or V) head of a step as runs contiguous in GM: f(address, first row, rows) per run
+// (one run unless the cache is paged and the rows cross a page).
+template <class T, class F>
+void kv_runs(const FaArgs& g, bool is_v, const FaStep& st, std::uint32_t row, std::uint32_t n, F&& f) {
   const std::uint32_t kvh = st.n / (g.s.N / g.s.KVN);
-  return (is_v ? g.v : g.k) + (is_v ? g.s.v : g.s.k).at(st.b, kvh, row) * sizeof(T);
+  const FaLayout& l = is_v ? g.s.v : g.s.k;
+  const GM_ADDR base = is_v ? g.v : g.k;
+  if (!g.s.page) {
+    f(base + l.at(st.b, kvh, row) * sizeof(T), 0u, n);
+    return;
+  }
+  for (std::uint32_t r = 0; r < n;) {
+    const std::uint32_t at = row + r, m = std::min(n - r, g.s.page - at % g.s.page);
+    const std::uint64_t global_row = static_cast<std::uint64_t>(page_of(g, st.b, at)) * g.s.page + at % g.s.page;
+    f(base + (l.off + kvh * l.ns + global_row * l.ss) * sizeof(T), r, m);
+    r += m;
+  }
 }
 
 // O rows [row, row + rows) of a head from the UB: one copy when they are contiguous in GM, else one burst a row.
@@ -152,6 +211,16 @@ void store_o(const FaArgs& g, const FaStep& st, std::uint32_t row, const LocalTe
   } else {
     copy_rows_out(o_at<T>(g, st, row), ot, rows, g.s.D, g.s.o.ss);
   }
+}
+
+// Where the partial results of a unit go (splits > 1): O as fp32 rows of D, and per row its log-sum-exp
+// broadcast over 8 floats (one 32 B block), S rows per (head, split).
+inline GM_ADDR part_o(const FaArgs& g, std::uint64_t bn, std::uint32_t split, std::uint32_t row) {
+  return g.workspace + g.t.part_off + ((bn * g.s.splits + split) * g.s.S + row) * g.s.D * 4ULL;
+}
+inline GM_ADDR part_lse(const FaArgs& g, std::uint64_t bn, std::uint32_t split, std::uint32_t row) {
+  const std::uint64_t units = static_cast<std::uint64_t>(g.s.B) * g.s.N * g.s.splits;
+  return g.workspace + g.t.part_off + units * g.s.S * g.s.D * 4ULL + ((bn * g.s.splits + split) * g.s.S + row) * 32ULL;
 }
 
 // Workspace slots of a block: S (fp32 Bq x Bk), P (T Bq x Bk), PV (fp32 Bq x D), two of each.
@@ -225,10 +294,13 @@ struct CubeBuffers {
     LocalTensor<T> k1 = qk.AllocTensor<T>();
     for (std::uint32_t c0 = 0; c0 < st.w; c0 += g.t.ck) {
       const std::uint32_t wj = std::min(g.t.ck, st.w - c0);
-      GlobalTensor<T> gk;
-      gk.SetGlobalBuffer(kv_at<T>(g, false, st, st.kv0 + c0));
-      DataCopy(k1[static_cast<std::uint64_t>(c0) * d], gk,
-               Nd2NzParams{1, u16(wj), u16(d), 0, u16(g.s.k.ss), u16(ceil_to(wj, 16)), 1, 0});
+      // A run starting r rows into the sub-block lands r rows into each of its column blocks.
+      kv_runs<T>(g, false, st, st.kv0 + c0, wj, [&](GM_ADDR at, std::uint32_t r, std::uint32_t rows) {
+        GlobalTensor<T> gk;
+        gk.SetGlobalBuffer(at);
+        DataCopy(k1[static_cast<std::uint64_t>(c0) * d + r * 16ULL], gk,
+                 Nd2NzParams{1, u16(rows), u16(d), 0, u16(g.s.k.ss), u16(ceil_to(wj, 16)), 1, 0});
+      });
     }
     qk.EnQue(k1);
     k1_ = qk.DeQue<T>();
@@ -259,9 +331,12 @@ struct CubeBuffers {
   // V rows of the step into L1 (issued early: they do not depend on P).
   void load_v(const FaArgs& g, const FaStep& st) {
     LocalTensor<T> v1 = qv.AllocTensor<T>();
-    GlobalTensor<T> gv;
-    gv.SetGlobalBuffer(kv_at<T>(g, true, st, st.kv0));
-    DataCopy(v1, gv, Nd2NzParams{1, u16(st.w), u16(g.s.D), 0, u16(g.s.v.ss), u16(ceil_to(st.w, 16)), 1, 0});
+    kv_runs<T>(g, true, st, st.kv0, st.w, [&](GM_ADDR at, std::uint32_t r, std::uint32_t rows) {
+      GlobalTensor<T> gv;
+      gv.SetGlobalBuffer(at);
+      DataCopy(v1[r * 16ULL], gv,
+               Nd2NzParams{1, u16(rows), u16(g.s.D), 0, u16(g.s.v.ss), u16(ceil_to(st.w, 16)), 1, 0});
+    });
     qv.EnQue(v1);
   }
 

@@ -18,7 +18,7 @@ struct SoftmaxState {
   TQue<TPosition::VECIN, 2> qs;
   TQue<TPosition::VECIN, 1> qpv, qmask;
   TQue<TPosition::VECOUT, 2> qout;  // P of each row chunk, and O at a unit's end
-  TBuf<TPosition::VECCALC> fo[2], fm[2], fl[2], falpha[2], fmx, frs, fbc, fscale, fmaskf;
+  TBuf<TPosition::VECCALC> fo[2], fm[2], fl[2], falpha[2], fmx, frs, fbc, fscale, fmaskf, fcmb;
   std::uint32_t R = 0;  // rows per AIV (max)
 
   void init(TPipe& pipe, const FaArgs& g) {
@@ -42,6 +42,7 @@ struct SoftmaxState {
       init_buffer(pipe, qmask, ub, "mask");
       init_buffer(pipe, fmaskf, ub, "mask_f");
     }
+    if (g.s.partials) init_buffer(pipe, fcmb, ub, "combine");
   }
 };
 
@@ -52,6 +53,12 @@ class VectorSide {
   explicit VectorSide(const FaArgs& g)
       : g_(g), steps_(steps_of(g, GetBlockIdx())), slot_(slots_of(g)), unit_of_(steps_.size()) {
     sm_.init(pipe_, g);
+    if (g.s.splits > 1) {
+      v_to_mte3_ = pipe_.AllocEventID(PIPE_V, PIPE_MTE3);
+      mte3_to_v_ = pipe_.AllocEventID(PIPE_MTE3, PIPE_V);
+      mte2_to_v_ = pipe_.AllocEventID(PIPE_MTE2, PIPE_V);
+      v_to_mte2_ = pipe_.AllocEventID(PIPE_V, PIPE_MTE2);
+    }
     bk_ = g.t.bk;
     d_ = g.s.D;
     vec_ = g.t.rc;
@@ -69,6 +76,7 @@ class VectorSide {
       if (i > 0) accumulate_step(i - 1);
     }
     if (!steps_.empty()) accumulate_step(steps_.size() - 1);
+    if (g_.s.splits > 1) combine();
   }
 
  private:
@@ -116,14 +124,15 @@ class VectorSide {
   // Columns past the block's keys, and (causal) the keys after each query row, set to kMasked.
   void mask_invisible(const FaStep& st, const LocalTensor<float>& s, std::uint32_t r0, std::uint32_t rows) {
     if (st.w < bk_) nd_fill_columns({s, bk_, bk_}, 0, rows, st.w, kMasked);
-    if (!g_.s.causal || st.kv0 + st.w - 1 <= st.q0 + r0) return;
-    // Query row qi sees keys <= qi: columns from qi + 1 - kv0 on are masked (all of them for rows above the
-    // block, which go in one instruction per 64 columns).
+    const std::uint32_t shift = g_.s.shift(st.b);
+    if (!g_.s.causal || st.kv0 + st.w - 1 <= st.q0 + r0 + shift) return;
+    // Query row qi sees keys <= qi + shift: columns from qi + shift + 1 - kv0 on are masked (all of them for rows
+    // above the block, which go in one instruction per 64 columns).
     std::uint32_t r = 0;
-    while (r < rows && st.q0 + r0 + r < st.kv0) ++r;
+    while (r < rows && st.q0 + r0 + r + shift < st.kv0) ++r;
     if (r > 0) nd_fill_columns({s, bk_, bk_}, 0, r, 0, kMasked);
     for (; r < rows; ++r) {
-      const std::uint32_t qi = st.q0 + r0 + r;
+      const std::uint32_t qi = st.q0 + r0 + r + shift;
       if (qi + 1 < st.kv0 + st.w) nd_fill_columns({s, bk_, bk_}, r, 1, qi + 1 - st.kv0, kMasked);
     }
   }
@@ -228,6 +237,10 @@ class VectorSide {
     }
     sm_.qpv.FreeTensor(pv);
     if (!st.last) return;
+    if (g_.s.splits > 1) {
+      store_partial(st, r0, rows, p);
+      return;
+    }
     // O = o / l into the other accumulator (not in place, as above), then to T. A row a mask hides whole has o = 0
     // and l = 0: l floored at kMinSum makes it 0, as PyTorch's and CANN's attention give, not 0 / 0.
     const LocalTensor<float> out = sm_.fo[1 - p].template Get<float>();
@@ -242,6 +255,93 @@ class VectorSide {
     sm_.qout.FreeTensor(ot);
   }
 
+  // A unit of a split head ends with its partial result in the workspace: O = o / l in fp32 and the rows'
+  // log-sum-exp m + ln(l) (in scaled scores), each broadcast over a 32 B block. The copies are waited for at once
+  // (the buffers are the other parity's accumulator and the combine scratch; a unit ends once per block).
+  void store_partial(const FaStep& st, std::uint32_t r0, std::uint32_t rows, std::uint32_t p) {
+    const LocalTensor<float> out = sm_.fo[1 - p].template Get<float>(), bc = sm_.fbc.template Get<float>();
+    const LocalTensor<float> l = sm_.fl[p].template Get<float>(), lse = sm_.fcmb.template Get<float>();
+    const std::uint64_t bn = static_cast<std::uint64_t>(st.b) * g_.s.N + st.n;
+    Maxs(l, l, kMinSum, rows);
+    Brcb(bc, l, u8(ceil_div(rows, 8)), BrcbRepeatParams{1, 8});
+    nd_row_op(RowOp::kDiv, {out, d_, d_}, {sm_.fo[p].template Get<float>(), d_, d_}, bc, rows);
+    Ln(l, l, rows);
+    Add(l, l, sm_.fm[p].template Get<float>(), rows);
+    Brcb(lse, l, u8(ceil_div(rows, 8)), BrcbRepeatParams{1, 8});
+    set_flag(PIPE_V, PIPE_MTE3, v_to_mte3_);
+    wait_flag(PIPE_V, PIPE_MTE3, v_to_mte3_);
+    GlobalTensor<float> go, gl;
+    go.SetGlobalBuffer(part_o(g_, bn, st.split, r0));
+    gl.SetGlobalBuffer(part_lse(g_, bn, st.split, r0));
+    DataCopy(go, out, static_cast<std::uint64_t>(rows) * d_);
+    DataCopy(gl, lse, static_cast<std::uint64_t>(rows) * 8);
+    set_flag(PIPE_MTE3, PIPE_V, mte3_to_v_);
+    wait_flag(PIPE_MTE3, PIPE_V, mte3_to_v_);
+  }
+
+  // Once every AIV has stored its partials (a mode-0 cross-core flag: the kernel runs on every group), AIV a of
+  // the 2 x block_dim combines heads a, a + 2 block_dim, ...: per row, with M the largest log-sum-exp of its
+  // splits, O = sum_s exp(lse_s - M) O_s / sum_s exp(lse_s - M), a chunk of at most ceil(bq / 2) rows at a time.
+  // The combine's loads and stores wait for each other plainly: it reads a few KiB per head.
+  void combine() {
+    cross_core_set_flag(0, PIPE_MTE3, kCombine);
+    cross_core_wait_flag(kCombine, PIPE_ALL);
+    const std::uint32_t aivs = GetBlockNum() * 2, me = GetBlockIdx() * 2 + GetSubBlockIdx();
+    const std::uint32_t R = sm_.R, r8 = u32(ceil_to(R, 8)) * 8;  // floats of one broadcast vector
+    const LocalTensor<float> cmb = sm_.fcmb.template Get<float>();
+    const LocalTensor<float> lse = cmb, mx = cmb[r8], sum = cmb[2ULL * r8], w = cmb[3ULL * r8];
+    const LocalTensor<float> acc = sm_.fo[0].template Get<float>(), part = sm_.fo[1].template Get<float>();
+    auto load = [&](const LocalTensor<float>& dst, GM_ADDR src, std::uint64_t n) {
+      GlobalTensor<float> gs;
+      gs.SetGlobalBuffer(src);
+      DataCopy(dst, gs, n);
+      set_flag(PIPE_MTE2, PIPE_V, mte2_to_v_);
+      wait_flag(PIPE_MTE2, PIPE_V, mte2_to_v_);
+    };
+    auto reads_done = [&] {  // the Vector unit has read what MTE2 loaded: the next load may overwrite it
+      set_flag(PIPE_V, PIPE_MTE2, v_to_mte2_);
+      wait_flag(PIPE_V, PIPE_MTE2, v_to_mte2_);
+    };
+    const std::uint64_t heads = static_cast<std::uint64_t>(g_.s.B) * g_.s.N;
+    for (std::uint64_t bn = me; bn < heads; bn += aivs) {
+      const std::uint32_t b = u32(bn / g_.s.N), used = splits_used(g_.s, g_.t, b);
+      for (std::uint32_t c0 = 0; c0 < g_.s.S; c0 += R) {
+        const std::uint32_t rows = std::min(R, g_.s.S - c0);
+        const std::uint64_t lanes = static_cast<std::uint64_t>(rows) * 8, elems = static_cast<std::uint64_t>(rows) * d_;
+        for (std::uint32_t sp = 0; sp < used; ++sp) {  // M over the splits
+          load(sp ? lse : mx, part_lse(g_, bn, sp, c0), lanes);
+          if (sp) Max(mx, mx, lse, lanes);
+          reads_done();
+        }
+        for (std::uint32_t sp = 0; sp < used; ++sp) {
+          load(lse, part_lse(g_, bn, sp, c0), lanes);
+          load(part, part_o(g_, bn, sp, c0), elems);
+          Sub(w, lse, mx, lanes);
+          Exp(w, w, lanes);
+          if (sp == 0) {
+            Adds(sum, w, 0.0f, lanes);
+            nd_row_op(RowOp::kMul, {acc, d_, d_}, {part, d_, d_}, w, rows);
+          } else {
+            Add(sum, sum, w, lanes);
+            nd_row_op(RowOp::kMul, {part, d_, d_}, {part, d_, d_}, w, rows);
+            Add(acc, acc, part, elems);
+          }
+          reads_done();
+        }
+        nd_row_op(RowOp::kDiv, {acc, d_, d_}, {acc, d_, d_}, sum, rows);
+        LocalTensor<T> ot = sm_.qout.template AllocTensor<T>();
+        convert(ot, acc, elems);
+        sm_.qout.EnQue(ot);
+        ot = sm_.qout.template DeQue<T>();
+        FaStep st{};
+        st.b = b;
+        st.n = u32(bn % g_.s.N);
+        store_o(g_, st, c0, ot, rows);
+        sm_.qout.FreeTensor(ot);
+      }
+    }
+  }
+
   const FaArgs& g_;
   const std::vector<FaStep> steps_;
   const Slots slot_;
@@ -249,6 +349,7 @@ class VectorSide {
   TPipe pipe_;
   SoftmaxState<T> sm_;
   std::uint32_t bk_ = 0, d_ = 0, vec_ = 0;
+  std::uint32_t v_to_mte3_ = 0, mte3_to_v_ = 0, mte2_to_v_ = 0, v_to_mte2_ = 0;  // the partials' and combine's flags
   bool shared_mask_ = false;
 };
 

@@ -202,6 +202,9 @@ FaBuffers fa_buffers(const FaShape& s, const FaTiling& t, std::uint64_t es, bool
       b.ub.add("mask", rc * bk * es);
       b.ub.add("mask_f", rc * 64 * 4);
     }
+    // Split keys (paged_attention): the combine's four per-row vectors broadcast over 8 lanes (log-sum-exp in, its
+    // max, the weights' sum, a weight); the first also stages a unit's log-sum-exp out.
+    if (s.partials) b.ub.add("combine", 4 * ceil_to(r, 8) * 32);
   } else {
     // One core (fa_coupled.cpp): S, PV and the accumulator in fp32; reduction scratch and a broadcast column block;
     // P, and O as NZ and as rows, in T; the running max, sum, rescale factor and block max.
@@ -294,7 +297,7 @@ std::uint32_t fastest_row_chunk(const FaTiling& t, std::uint64_t es, const confi
 std::vector<std::uint64_t> balance_rows(const FaShape& s, const FaTiling& t, const StepCost& step,
                                         std::uint64_t cores) {
   const std::uint64_t F = fractals_per_head(s), heads = static_cast<std::uint64_t>(s.B) * s.N, total = heads * F;
-  auto unit = [&](std::uint32_t q0, std::uint32_t qr) { return key_blocks(s, t, q0, qr) * step(qr); };
+  auto unit = [&](std::uint32_t q0, std::uint32_t qr) { return key_blocks(s, t, 0, q0, qr) * step(qr); };
   double head_cost = 0;
   for (std::uint32_t q0 = 0; q0 < s.S; q0 += t.bq) head_cost += unit(q0, std::min(t.bq, s.S - q0));
   // The end of a range that starts at `pos` and costs at most `budget` (at least one fractal): whole heads while
