@@ -156,10 +156,12 @@ class Launcher {
  public:
   Launcher(const config::ChipConfig& chip, DType dtype) : chip_(chip), dtype_(dtype) {}
 
-  // Returns the launch's task id. With `replay_of`, each block takes as long as the same block of that earlier
-  // launch of the same call took, without running the kernel (replay_body).
+  static constexpr std::uint32_t kSimulate = UINT32_MAX;  // a launch that runs its kernel
+
+  // Returns the launch's task id. With `replay_of` a task id, each block takes as long as the same block of that
+  // earlier launch of the same call took, without running the kernel (replay_body).
   std::uint32_t launch(runtime::Device& d, runtime::Stream s, const std::string& op, const ops::Params& p,
-                       std::vector<std::uint64_t> buffers, std::optional<std::uint32_t> replay_of = std::nullopt) {
+                       std::vector<std::uint64_t> buffers, std::uint32_t replay_of = kSimulate) {
     std::string key = op;
     for (const auto& [k, v] : p) key.append(" ").append(k).append("=").append(v);
     auto it = plans_.find(key);
@@ -178,8 +180,14 @@ class Launcher {
     if (plan.workspace_bytes) buffers.push_back(workspace_);
     const std::uint32_t id = d.submitted();
     d.launch(ops::kernel_name(op), plan.type, plan.block_dim,
-             replay_of ? replay_body(d, *replay_of) : plan.kernel(buffers), s);
+             replay_of != kSimulate ? replay_body(d, replay_of) : plan.kernel(buffers), s);
     return id;
+  }
+
+  // The workspace buffer back.
+  void release(runtime::Device& d) {
+    if (workspace_) d.free(workspace_);
+    workspace_ = workspace_bytes_ = 0;
   }
 
  private:
@@ -318,6 +326,11 @@ class Generator {
       decode.push_back(session_.call([&](runtime::Device& d) { forward(d, 1, P + step, ids); }));
       record();
     }
+    // The model's device memory back (a Python session's device runs on after this call).
+    session_.call([&](runtime::Device& d) {
+      for (std::uint64_t a : allocs_) d.free(a);
+      run_.release(d);
+    });
     result_.report = session_.report();
     result_.report["decode"] = report(load, prefill, decode);
     return std::move(result_);
@@ -340,12 +353,17 @@ class Generator {
                          ", outside the vocabulary of " + num(V));
   }
 
+  std::uint64_t alloc(runtime::Device& d, std::uint64_t bytes) {
+    allocs_.push_back(d.malloc(bytes));
+    return allocs_.back();
+  }
+
   // A weight's device buffer, its values copied in (functional mode); counted in a decode step's reads unless not.
   std::uint64_t weight(runtime::Device& d, const std::string& name, const std::vector<std::uint64_t>& shape, float fill,
                        bool per_step = true) {
     std::uint64_t n = 1;
     for (auto s : shape) n *= s;
-    const std::uint64_t addr = d.malloc(n * es_);
+    const std::uint64_t addr = alloc(d, n * es_);
     if (per_step) weight_bytes_ += n * es_;
     if (functional_) {
       const std::vector<std::uint8_t> b = src_.bytes(name, shape, fill);
@@ -379,8 +397,8 @@ class Generator {
       w.wgate = weight(d, p + "mlp.gate_proj.weight", {I, H}, random);
       w.wup = weight(d, p + "mlp.up_proj.weight", {I, H}, random);
       w.wdown = weight(d, p + "mlp.down_proj.weight", {H, I}, random);
-      w.k_cache = d.malloc(pages_ * page_ * KVN * D * es_);
-      w.v_cache = d.malloc(pages_ * page_ * KVN * D * es_);
+      w.k_cache = alloc(d, pages_ * page_ * KVN * D * es_);
+      w.v_cache = alloc(d, pages_ * page_ * KVN * D * es_);
       cache_bytes_ += 2 * pages_ * page_ * KVN * D * es_;
     }
     norm_ = weight(d, "model.norm.weight", {H}, 1.0f);
@@ -388,15 +406,15 @@ class Generator {
     if (cfg_.tie_embeddings) weight_bytes_ += V * H * es_;
     upload_tables(d);
     const std::uint64_t rows = B * P;
-    for (std::uint64_t* buf : {&a_.x, &a_.h, &a_.n, &a_.proj}) *buf = d.malloc(rows * H * es_);
-    for (std::uint64_t* buf : {&a_.q, &a_.qr, &a_.o}) *buf = d.malloc(rows * N * D * es_);
-    for (std::uint64_t* buf : {&a_.k, &a_.kr, &a_.v}) *buf = d.malloc(rows * KVN * D * es_);
-    for (std::uint64_t* buf : {&a_.gate, &a_.up, &a_.act}) *buf = d.malloc(rows * I * es_);
-    a_.last = d.malloc(B * H * es_);
-    a_.logits = d.malloc(B * V * es_);
-    a_.ids = d.malloc(rows * 4);
-    a_.slots = d.malloc(rows * 4);
-    a_.lastidx = d.malloc(B * 4);
+    for (std::uint64_t* buf : {&a_.x, &a_.h, &a_.n, &a_.proj}) *buf = alloc(d, rows * H * es_);
+    for (std::uint64_t* buf : {&a_.q, &a_.qr, &a_.o}) *buf = alloc(d, rows * N * D * es_);
+    for (std::uint64_t* buf : {&a_.k, &a_.kr, &a_.v}) *buf = alloc(d, rows * KVN * D * es_);
+    for (std::uint64_t* buf : {&a_.gate, &a_.up, &a_.act}) *buf = alloc(d, rows * I * es_);
+    a_.last = alloc(d, B * H * es_);
+    a_.logits = alloc(d, B * V * es_);
+    a_.ids = alloc(d, rows * 4);
+    a_.slots = alloc(d, rows * 4);
+    a_.lastidx = alloc(d, B * 4);
     d.synchronize(stream_);
   }
 
@@ -411,11 +429,11 @@ class Generator {
         c[pos * D + i] = static_cast<float>(std::cos(static_cast<double>(pos) * f));
         s[pos * D + i] = static_cast<float>(std::sin(static_cast<double>(pos) * f));
       }
-    cos_ = d.malloc(positions * D * es_);
-    sin_ = d.malloc(positions * D * es_);
+    cos_ = alloc(d, positions * D * es_);
+    sin_ = alloc(d, positions * D * es_);
     std::vector<std::int32_t> tbl(B * cols_);
     for (std::uint64_t i = 0; i < tbl.size(); ++i) tbl[i] = static_cast<std::int32_t>(i);
-    table_ = d.malloc(tbl.size() * 4);
+    table_ = alloc(d, tbl.size() * 4);
     cos_bytes_ = src_.encode(c);
     sin_bytes_ = src_.encode(s);
     table_host_ = tbl;
@@ -442,7 +460,7 @@ class Generator {
     for (std::size_t l = 0; l < layers_.size(); ++l) {
       std::size_t nth = 0;
       auto go = [&](const std::string& op, const ops::Params& p, const std::vector<std::uint64_t>& buf) {
-        const auto of = replay_ && l >= 2 ? std::optional(recorded.at(nth)) : std::nullopt;
+        const std::uint32_t of = replay_ && l >= 2 ? recorded.at(nth) : Launcher::kSimulate;
         const std::uint32_t id = run_.launch(d, stream_, op, p, buf, of);
         if (l == 1) recorded.push_back(id);
         ++nth;
@@ -620,6 +638,7 @@ class Generator {
   runtime::Stream stream_{};
   std::vector<std::int32_t> next_;  // the tokens the next step feeds
   std::vector<float> logits_;
+  std::vector<std::uint64_t> allocs_;  // every device buffer, freed at the end
   GenerateResult result_;
 };
 

@@ -165,3 +165,32 @@ def test_layer_replay_keeps_the_times_of_simulating_every_layer(tmp_path):
         assert {k: v["count"] for k, v in a["kernels"].items()} == {k: v["count"] for k, v in b["kernels"].items()}
     default = json.loads(npusim("run", *args).stdout)["decode"]
     assert default["layers_replayed"] == 0
+
+
+def test_python_api_generates_what_the_cli_does(tmp_path):
+    """npusim.Device.generate: the same tokens and logits as `npusim run --decode` on the same prompts, with the
+    device's memory back after each call (the Python device runs on)."""
+    import npusim
+
+    _, path = save_model(tmp_path, "qwen2")
+    ids = np.random.default_rng(3).integers(0, 300, (2, 20))
+    (tmp_path / "in").mkdir()
+    np.save(tmp_path / "in" / "input_ids.npy", ids)
+    npusim_cli = npusim_run_outputs(tmp_path, path, 4)
+    dev = npusim.Device(functional=True)
+    used = dev.status()["hbm_used_bytes"]
+    r = dev.generate(path, decode=4, prompt=ids, page=16)
+    assert r.tokens.tolist() == npusim_cli["tokens"].tolist()
+    np.testing.assert_array_equal(r.logits, npusim_cli["logits"])
+    assert r.report["decode"]["ttft_us"] > 0 and r.report["decode"]["steps"] == 4
+    assert dev.status()["hbm_used_bytes"] == used
+    again = dev.generate(path, decode=4, prompt=ids, page=16)
+    assert again.tokens.tolist() == r.tokens.tolist()
+    with pytest.raises(npusim.InputError, match="token ids"):
+        dev.generate(path, prompt=np.zeros(5))
+
+
+def npusim_run_outputs(tmp_path, path, steps):
+    out = tmp_path / "cli_out"
+    npusim("run", path, "--functional", "--decode", steps, "--page", 16, "--inputs", tmp_path / "in", "--outputs", out)
+    return {"tokens": np.load(out / "tokens.npy"), "logits": np.load(out / "logits.npy")}

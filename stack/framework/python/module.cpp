@@ -17,6 +17,7 @@
 #include "common/config/loader.hpp"
 #include "common/util/error.hpp"
 #include "hw/core/core_engine.hpp"
+#include "stack/framework/llm.hpp"
 #include "stack/framework/session.hpp"
 #include "stack/ops/op.hpp"
 
@@ -125,6 +126,30 @@ class PySession {
     return py::make_tuple(bytes_list(r.outputs), r.report.dump());
   }
 
+  // An LLM's prefill and decode steps (llm.hpp): the generated tokens per sequence, the logits as fp32 bytes
+  // ([steps + 1, batch, vocab]) and the report.
+  py::tuple generate(const std::string& model, std::uint32_t batch, std::uint32_t prompt_len, std::uint32_t decode,
+                     std::uint32_t page, const std::vector<std::int32_t>& prompt, bool replay) {
+    const fw::LlmConfig cfg = fw::LlmConfig::from_file(model);
+    fw::GenerateOptions o;
+    o.batch = batch;
+    o.prompt_len = prompt_len;
+    o.decode_steps = decode;
+    o.page = page;
+    o.prompt = prompt;
+    o.replay = replay;
+    o.weights_dir = model;
+    fw::GenerateResult r;
+    {
+      py::gil_scoped_release release;
+      r = fw::generate(*session_, cfg, o);
+    }
+    std::string logits;
+    for (const auto& step : r.logits)
+      logits.append(reinterpret_cast<const char*>(step.data()), step.size() * sizeof(float));
+    return py::make_tuple(r.tokens, py::bytes(logits), r.report.dump());
+  }
+
   std::string finish() {
     nlohmann::json report = session_->report();
     {
@@ -198,6 +223,8 @@ PYBIND11_MODULE(_core, m) {
              return fw::Model::from_bytes(std::string(bytes), what, s.s().chip(), o);
            })
       .def("run", &PySession::run)
+      .def("generate", &PySession::generate, py::arg("model"), py::arg("batch"), py::arg("prompt_len"),
+           py::arg("decode"), py::arg("page"), py::arg("prompt"), py::arg("replay"))
       .def("run_op", &PySession::run_op, py::arg("op"), py::arg("params"), py::arg("inputs"), py::arg("warmup") = 0)
       .def("status", [](PySession& s) { return s.s().status().dump(); })
       .def("report", [](PySession& s) { return s.s().report().dump(); })

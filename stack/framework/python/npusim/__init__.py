@@ -55,6 +55,21 @@ class RunResult:
         return f"RunResult(outputs={list(self.outputs or [])}, cycles={self.report.get('cycles')})"
 
 
+class GenerateResult:
+    """An LLM's prefill and decode steps (Device.generate): `tokens` [batch, decode + 1] (int64; None in timing-only
+    mode), `logits` [decode + 1, batch, vocab] (float32; None in timing-only mode) and the `report`, whose `decode`
+    section has TTFT, TPOT and the rest (docs/metrics.md)."""
+
+    def __init__(self, tokens, logits, report: Report):
+        self.tokens = tokens
+        self.logits = logits
+        self.report = report
+
+    def __repr__(self):
+        d = self.report.get("decode", {})
+        return f"GenerateResult(ttft_us={d.get('ttft_us')}, tpot_us={d.get('tpot_us')})"
+
+
 class Model:
     """A model compiled for the device: imported, fused, lowered, every step planned (Device.compile)."""
 
@@ -210,6 +225,34 @@ class Device:
                 a = from_storage(from_bytes(data, [int(d) for d in s["shape"]], s["dtype"]), s)
                 outputs[s["name"]] = like(a, template)
         return RunResult(outputs, r)
+
+    def generate(self, model, decode: int = 16, prompt=None, prompt_len: int = 128, batch: int = 1, page: int = 128,
+                 replay: bool = True) -> GenerateResult:
+        """An LLM (a LLaMA, Mistral or Qwen2 directory as transformers' save_pretrained writes it, or its config.json)
+        prefilled and decoded greedily for `decode` steps with a paged KV cache, as `npusim run MODEL --decode N`
+        (docs/llm.md). `prompt`: token ids [batch, prompt length] (numpy or torch; its shape sets batch and
+        prompt_len), else seeded random ids of prompt_len for batch sequences. Functional devices read the weights
+        from the directory's *.safetensors (seeded random weights without them)."""
+        import numpy as np
+
+        ids = []
+        if prompt is not None:
+            a = np.asarray(to_numpy(prompt))
+            if a.ndim != 2 or not np.issubdtype(a.dtype, np.integer):
+                raise InputError(f"prompt: token ids [batch, prompt length] expected, got {a.dtype} {list(a.shape)}")
+            batch, prompt_len = int(a.shape[0]), int(a.shape[1])
+            if a.size and (a.min() < -2**31 or a.max() >= 2**31):
+                raise InputError("prompt: a token id is outside int32")
+            ids = [int(x) for x in a.reshape(-1)]
+        with _lock:
+            tokens, logits, text = self._s.generate(os.fspath(model), int(batch), int(prompt_len), int(decode),
+                                                    int(page), ids, bool(replay))
+            r = self._record(text)
+        if not self.functional:
+            return GenerateResult(None, None, r)
+        vocab = r["decode"]["model"]["vocab"]
+        out = np.frombuffer(logits, dtype=np.float32).reshape(len(tokens[0]) if tokens else 0, batch, vocab)
+        return GenerateResult(np.asarray(tokens, dtype=np.int64), out, r)
 
     # --- state --------------------------------------------------------------------------------------------------
     def report(self) -> Report:
