@@ -26,7 +26,16 @@ json device_facts(const config::LoadedConfig& loaded) {
                   {"l0c_bytes", b.l0c.size}, {"ub_bytes", b.ub.size},   {"bias_table_bytes", b.bias_table.size},
                   {"fixpipe_buffer_bytes", b.fixpipe_buffer.size}};
   const double hbm_bps = c.hbm.peak_bytes_per_second();
+  // A config that extends another without its own description inherits the parent's, whose numbers may no longer
+  // hold: the keys set after it are listed (`changed`), and the text report says whose description it is.
+  const auto desc = loaded.origins.find("description");
+  json changed = json::array();
+  if (desc != loaded.origins.end())
+    for (const auto& [key, origin] : loaded.origins)
+      if (key != "name" && origin.rank() > desc->second.rank()) changed.push_back(key);
   return json{
+      {"description_from", desc != loaded.origins.end() ? desc->second.describe() : ""},
+      {"changed_since_description", changed},
       {"name", c.name},
       {"description", c.description},
       {"source", loaded.source},
@@ -108,6 +117,22 @@ std::string format_device_facts(const json& f) {
   std::ostringstream out;
   out << full_rule << "| " << pad(title, inner) << " |\n";
   if (!desc.empty()) out << "| " << pad(desc, inner) << " |\n";
+  if (f.contains("changed_since_description") && !f["changed_since_description"].empty()) {
+    // Wrapped to the box: whose description it is, and what this config changed over it.
+    std::string note = "(the description of " + f["description_from"].get<std::string>() + "; changed since:";
+    for (const auto& k : f["changed_since_description"]) note += " " + k.get<std::string>();
+    note += ")";
+    std::istringstream words(note);
+    std::string line;
+    for (std::string w; words >> w;) {
+      if (!line.empty() && line.size() + 1 + w.size() > inner) {
+        out << "| " << pad(line, inner) << " |\n";
+        line.clear();
+      }
+      line += (line.empty() ? "" : " ") + w;
+    }
+    if (!line.empty()) out << "| " << pad(line, inner) << " |\n";
+  }
   out << rule;
   for (const auto& [k, v] : rows) out << "| " << pad(k, left) << " | " << pad(v, right) << " |\n";
   out << rule;

@@ -397,8 +397,14 @@ std::vector<Problem> check_consistency(const ChipConfig& c) {
   } else if (ub.size % ub.bank_bytes != 0) {
     add("buffers.ub.size", bytes(ub.size) + " is not a multiple of the bank size " + bytes(ub.bank_bytes));
   } else if (ub.bank_groups == 0 || ub.banks() % ub.bank_groups != 0) {
-    add("buffers.ub.bank_groups", std::to_string(ub.banks()) + " banks cannot be split into " +
-                                      std::to_string(ub.bank_groups) + " equal groups");
+    // The three keys make the geometry together: the message names the others to change with the one blamed.
+    const std::uint64_t whole = ub.bank_bytes * std::max<std::uint64_t>(ub.bank_groups, 1);
+    p.push_back({"buffers.ub.bank_groups",
+                 bytes(ub.size) + " of UB in banks of " + bytes(ub.bank_bytes) + " is " + std::to_string(ub.banks()) +
+                     " banks, which " + std::to_string(ub.bank_groups) +
+                     " bank groups cannot split evenly: set buffers.ub.size to a multiple of " + bytes(whole) +
+                     ", or buffers.ub.bank_groups to a divisor of " + std::to_string(ub.banks()) + " with it",
+                 {"buffers.ub.size", "buffers.ub.bank_bytes"}});
   }
 
   const VectorParams& vec = c.vector;

@@ -238,6 +238,9 @@ void reflect(Visitor& v, ChipConfig& c);
 struct Problem {
   std::string key;
   std::string message;
+  // Other keys whose values make the problem together with `key`: the loader names whichever of them the user set
+  // last (a --set over the user's file over a built-in config) as the problem's origin.
+  std::vector<std::string> with = {};
 };
 std::vector<Problem> check_consistency(const ChipConfig& c);
 

@@ -14,6 +14,12 @@
 namespace npusim::config {
 namespace fs = std::filesystem;
 
+int Origin::rank() const {
+  if (file.rfind("--set ", 0) == 0) return 3;
+  if (file.find("(default value)") != std::string::npos) return 0;
+  return file.rfind("<built-in", 0) == 0 ? 1 : 2;
+}
+
 std::string Origin::describe() const {
   if (line > 0) return file + ":" + std::to_string(line);
   return file;
@@ -293,7 +299,12 @@ LoadedConfig finish(Flat& flat, const std::string& top, Errors& errors, bool con
 
   if (consistency) {
     for (const Problem& p : check_consistency(out.chip)) {
-      errors.add(filler.origin_of(p.key), p.key, p.message);
+      // Of the keys that make the problem, the one set last: a --set, else one in a file the user wrote.
+      auto rank = [&](const std::string& key) { return filler.origin_of(key).rank(); };
+      std::string key = p.key;
+      for (const std::string& k : p.with)
+        if (rank(k) > rank(key)) key = k;
+      errors.add(filler.origin_of(key), key, p.message);
     }
   }
   errors.raise_if_any();

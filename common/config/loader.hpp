@@ -25,6 +25,9 @@ struct Origin {
   std::string file;
   int line = 0;  // 1-based; 0 when not from a file
   std::string describe() const;
+  // How late in a config's chain the value was set: 3 a --set, 2 a file of the user's, 1 a built-in config, 0 a
+  // declared default.
+  int rank() const;
 };
 
 struct LoadedConfig {

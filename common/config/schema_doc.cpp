@@ -41,7 +41,9 @@ std::string schema_markdown() {
          "Unknown keys (with a did-you-mean hint), values with a wrong or missing unit, missing required keys and\n"
          "inconsistent values (for example an L0A smaller than one fractal, or a UB that is not a whole number of\n"
          "banks) are all reported together, each as `file:line: key 'a.b': problem`, and the command exits with\n"
-         "status 1. Values set with `--set` are reported as `--set a.b=v`.\n\n"
+         "status 1. Values set with `--set` are reported as `--set a.b=v`. A problem several keys make together\n"
+         "(a UB size its bank groups cannot split evenly) is reported at the one set last (a `--set`, else the\n"
+         "user's file, else the built-in config) and names the others to change with it.\n\n"
          "## Keys\n\n"
          "| key | type | unit | default | description |\n|---|---|---|---|---|\n";
   for (const KeyInfo& k : describe_schema()) {

@@ -83,6 +83,47 @@ TEST(Cli, BadConfigFileGivesFileLineKeyAndExitOne) {
   EXPECT_TRUE(r.out.empty());
 }
 
+// Issue 24: keys that make a problem together (the UB's size, bank size and bank groups) blame the one the user set,
+// naming the others to change with it; set together, they are taken.
+TEST(Cli, AProblemOfSeveralKeysNamesTheOneTheUserSet) {
+  Result set = run("info --set buffers.ub.size=96KiB");
+  EXPECT_EQ(set.status, 1);
+  EXPECT_NE(set.err.find("--set buffers.ub.size=96KiB: key 'buffers.ub.size': 96KiB of UB in banks of 4KiB is 24 "
+                         "banks, which 16 bank groups cannot split evenly: set buffers.ub.size to a multiple of "
+                         "64KiB, or buffers.ub.bank_groups to a divisor of 24 with it"),
+            std::string::npos)
+      << set.err;
+  EXPECT_EQ(set.err.find("<built-in"), std::string::npos) << set.err;
+  const std::string path = write_file("cli_ub.yaml", "extends: 910b\nbuffers:\n  ub: {size: 96KiB}\n");
+  Result file = run("info --config " + path);
+  EXPECT_EQ(file.status, 1);
+  EXPECT_NE(file.err.find("cli_ub.yaml:3: key 'buffers.ub.size'"), std::string::npos) << file.err;
+  Result groups = run("info --set buffers.ub.bank_groups=5");
+  EXPECT_NE(groups.err.find("--set buffers.ub.bank_groups=5: key 'buffers.ub.bank_groups'"), std::string::npos)
+      << groups.err;
+  Result both =
+      run("op flash_attention -p B=1 -p N=2 -p S=256 -p D=128 --set buffers.ub.size=96KiB "
+          "--set buffers.ub.bank_groups=8 --json");
+  ASSERT_EQ(both.status, 0) << both.err;
+}
+
+// Issue 24: a config that extends another without a description of its own says whose description it shows and
+// what it changed since.
+TEST(Cli, InfoSaysWhoseDescriptionAnExtendedConfigShows) {
+  const std::string path = write_file("cli_desc.yaml", "extends: 910b\nname: mine\nl2: {capacity: 96MiB}\n");
+  Result text = run("info --config " + path);
+  ASSERT_EQ(text.status, 0) << text.err;
+  EXPECT_NE(text.out.find("(the description of <built-in 910b>:"), std::string::npos) << text.out;
+  EXPECT_NE(text.out.find("changed since: l2.capacity)"), std::string::npos) << text.out;
+  nlohmann::json j = nlohmann::json::parse(run("info --json --config " + path + " --set clock.core=1.5GHz").out);
+  EXPECT_EQ(j["changed_since_description"], nlohmann::json({"clock.core", "l2.capacity"}));
+  const std::string own = write_file("cli_own.yaml", "extends: 910b\ndescription: my chip\nl2: {capacity: 96MiB}\n");
+  nlohmann::json o = nlohmann::json::parse(run("info --json --config " + own).out);
+  EXPECT_EQ(o["description"], "my chip");
+  EXPECT_TRUE(o["changed_since_description"].empty());
+  EXPECT_EQ(run("info").out.find("(the description of"), std::string::npos);
+}
+
 TEST(Cli, BadSetGivesError) {
   Result r = run("info --set buffers.l0a.size=100B");
   EXPECT_EQ(r.status, 1);

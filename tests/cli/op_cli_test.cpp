@@ -74,6 +74,20 @@ TEST(OpCli, WarmupReportsTheLastLaunchWithWarmCaches) {
   EXPECT_GE(warm["host"]["span_us"].get<double>(), 9.0 + warm["tasks"][0]["dur_us"].get<double>());
 }
 
+// Issue 24: the text report names the compulsory figure and the HBM's apart, and says why the first passes the peak
+// when it does (a warm L2 serving the inputs: 6.4 TB/s "compulsory" for 0 B at the HBM), and not for an add whose
+// 768 MiB the L2 cannot hold.
+TEST(OpCli, TextReportSeparatesCompulsoryAndHbmBandwidth) {
+  const npusim_test::Result warm = npusim_test::run("op add -p shape=4096x4096 --warmup 1");
+  ASSERT_EQ(warm.status, 0) << warm.err;
+  EXPECT_NE(warm.out.find("memory      compulsory "), std::string::npos) << warm.out;
+  EXPECT_NE(warm.out.find("above the peak: the L2 served part of them), at the HBM "), std::string::npos) << warm.out;
+  const npusim_test::Result cold = npusim_test::run("op add -p shape=128x1024x1024");  // 768 MiB: past the L2
+  ASSERT_EQ(cold.status, 0) << cold.err;
+  EXPECT_EQ(cold.out.find("above the peak"), std::string::npos) << cold.out;
+  EXPECT_NE(cold.out.find("at the HBM "), std::string::npos) << cold.out;
+}
+
 }  // namespace
 
 namespace {
