@@ -378,6 +378,16 @@ template <class T>
 void fa_vector_split(const FaArgs& g);
 template <class T>
 void fa_coupled(const FaArgs& g);
+// A block of a call: the coupled kernel, or on split chips the cube or the vector side by the core's kind.
+template <class T>
+void fa_kernel(const FaArgs& g, bool split) {
+  if (!split)
+    fa_coupled<T>(g);
+  else if (IsAic())
+    fa_cube_split<T>(g);
+  else
+    fa_vector_split<T>(g);
+}
 
 // Host side (flash_attention.cpp): the text form, the typed call checked into the kernel's shape, the tiling.
 FlashAttentionCall parse_call(const Params& p);

@@ -10,16 +10,6 @@ namespace npusim::stack::ops::attention {
 
 namespace {
 
-template <class T>
-void fa_kernel(const FaArgs& g, bool split) {
-  if (!split)
-    fa_coupled<T>(g);
-  else if (IsAic())
-    fa_cube_split<T>(g);
-  else
-    fa_vector_split<T>(g);
-}
-
 // A parameter the call cannot do without.
 std::uint32_t required_uint(const Params& p, const std::string& key, std::uint32_t max) {
   if (!p.count(key))

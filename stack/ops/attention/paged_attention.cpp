@@ -310,17 +310,8 @@ OpDef paged_attention_op() {
       a.table = buf.at(3);
       a.o = buf.at(4);
       a.workspace = buf.size() > 5 ? buf[5] : 0;
-      auto run = [a, split](auto tag) {
-        using T = decltype(tag);
-        if (!split)
-          fa_coupled<T>(a);
-        else if (IsAic())
-          fa_cube_split<T>(a);
-        else
-          fa_vector_split<T>(a);
-      };
-      if (t == DType::kBf16) return [run] { run(bfloat16_t{}); };
-      return [run] { run(half{}); };
+      if (t == DType::kBf16) return [a, split] { fa_kernel<bfloat16_t>(a, split); };
+      return [a, split] { fa_kernel<half>(a, split); };
     };
     return plan;
   };
