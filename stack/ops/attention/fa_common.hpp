@@ -394,5 +394,9 @@ FlashAttentionCall parse_call(const Params& p);
 FaShape resolve(const FlashAttentionCall& c);
 // The largest blocks (Bq rows, Bk columns) whose buffers fit the chip, and each block's range of query rows.
 FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& chip);
+// paged_attention (paged_attention.cpp): the call checked into the kernels' shape, and its tiling (plan_fa's blocks,
+// then the split keys and the units' ranges; sets s.splits and s.partials).
+FaShape resolve_paged(const PagedAttentionCall& c);
+FaTiling plan_paged(FaShape& s, const PagedAttentionCall& c, std::uint64_t es, const config::ChipConfig& chip);
 
 }  // namespace npusim::stack::ops::attention

@@ -61,6 +61,8 @@ PagedAttentionCall parse(const Params& p) {
   return c;
 }
 
+}  // namespace
+
 // The call checked and turned into the kernels' shape: one unit row per query head of a group when S = 1.
 FaShape resolve_paged(const PagedAttentionCall& c) {
   auto bad = [](const std::string& what) { return InputError(std::string(kOp) + ": " + what); };
@@ -113,6 +115,8 @@ FaShape resolve_paged(const PagedAttentionCall& c) {
   return s;
 }
 
+namespace {
+
 // Contiguous ranges of the unit stream, at most `cores`, whose costs (key blocks + 1 for the unit's own work) are as
 // even as a bisection on the largest finds.
 std::vector<std::uint64_t> balance_units(const std::vector<double>& cost, std::uint64_t cores) {
@@ -145,6 +149,8 @@ bool can_split(const config::ChipConfig& chip) {
   return chip.split() && chip.cores.aiv_per_aic == 2 && chip.cores.aiv == 2 * chip.cores.aic &&
          chip.flags.cross_core_ids > kCombine;
 }
+
+}  // namespace
 
 FaTiling plan_paged(FaShape& s, const PagedAttentionCall& c, std::uint64_t es, const config::ChipConfig& chip) {
   s.partials = can_split(chip);
@@ -188,6 +194,8 @@ FaTiling plan_paged(FaShape& s, const PagedAttentionCall& c, std::uint64_t es, c
   t.part_off = t.slot_bytes * t.block_dim;
   return t;
 }
+
+namespace {
 
 // fp32 reference: softmax in double per query row over the keys the block table and lengths give.
 std::vector<HostTensor> paged_reference(const std::vector<TensorDesc>& in, const Call& call,

@@ -147,16 +147,27 @@ TEST(FaTiling, SmallerBuffersGiveSmallerBlocksOrAnError) {
 // case's work (the case has a block i, so block i allocates).
 using testing::OpCase;
 
-void expect_kernels_allocate_their_plans(const char* chip_name, const std::vector<OpCase>& cases) {
+void expect_kernels_allocate_their_plans(const char* chip_name, const std::vector<OpCase>& cases,
+                                         const char* op_name = "flash_attention") {
   const config::ChipConfig c = chip(chip_name);
-  const OpDef* op = find_op("flash_attention");
+  const OpDef* op = find_op(op_name);
   ASSERT_NE(op, nullptr);
+  const bool paged = std::string(op_name) == "paged_attention";
   std::vector<std::string> what;
   std::vector<FaBuffers> plans;
   std::vector<std::function<void()>> kernels;
   for (std::size_t i = 0; i < cases.size(); ++i) {
-    const FaShape s = resolve(call_as<FlashAttentionCall>(ops::parse_call(*op, cases[i].params), "flash_attention"));
-    const FaTiling t = plan_fa(s, 2, c);
+    const Call call = ops::parse_call(*op, cases[i].params);
+    FaShape s;
+    FaTiling t;
+    if (paged) {
+      const auto& pc = call_as<PagedAttentionCall>(call, op_name);
+      s = resolve_paged(pc);
+      t = plan_paged(s, pc, 2, c);
+    } else {
+      s = resolve(call_as<FlashAttentionCall>(call, op_name));
+      t = plan_fa(s, 2, c);
+    }
     ASSERT_GT(t.block_dim, i) << "case " << i << " has no block " << i;
     plans.push_back(fa_buffers(s, t, 2, c.split()));
     what.push_back("case " + std::to_string(i) + ": D=" + std::to_string(s.D) + " S=" + std::to_string(s.S) +
@@ -202,6 +213,22 @@ TEST(FaTiling, SplitKernelsAllocateExactlyThePlannedBuffers) {
 
 TEST(FaTiling, CoupledKernelAllocatesExactlyThePlannedBuffers) {
   expect_kernels_allocate_their_plans("310p", alloc_cases());
+}
+
+// paged_attention on the same kernels: packed heads and pages, and the UB a split chip's AIVs reserve for split
+// keys (partials out, the combine). One unit per head (splits=1): the harness runs one block per case, and split
+// keys end in a barrier of every AIV of the chip (their results: tests/cli/op_decode_test.cpp).
+std::vector<OpCase> paged_cases() {
+  auto pa = [](const std::string& D, const std::string& len, Params extra = {}) {
+    Params p = {{"B", "1"}, {"N", "32"}, {"KVN", "8"}, {"D", D}, {"kv_len", len}, {"page", "64"}, {"splits", "1"}};
+    p.insert(extra.begin(), extra.end());
+    return OpCase{p};
+  };
+  return {pa("128", "4096"), pa("64", "700"), pa("256", "300"), pa("128", "1000", {{"S", "3"}})};
+}
+
+TEST(FaTiling, PagedAttentionOnSplitChipsAllocatesExactlyThePlannedBuffers) {
+  expect_kernels_allocate_their_plans("910b", paged_cases(), "paged_attention");
 }
 
 }  // namespace
