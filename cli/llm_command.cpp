@@ -35,11 +35,7 @@ int run_llm_command(const RunOptions& opts) {
   g.decode_steps = opts.decode;
   g.page = opts.page;
   g.replay = !opts.no_replay;
-  std::error_code ec;
-  g.weights_dir = std::filesystem::is_directory(opts.model, ec)
-                      ? opts.model
-                      : std::filesystem::path(opts.model).parent_path().string();
-  if (g.weights_dir.empty()) g.weights_dir = ".";
+  g.weights_dir = cfg.dir;
   if (!opts.inputs_dir.empty()) {
     // The prompts: DIR/input_ids.npy, [batch, prompt length] of int64 or int32 token ids.
     const std::string path = opts.inputs_dir + "/input_ids.npy";

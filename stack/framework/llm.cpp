@@ -47,6 +47,8 @@ LlmConfig LlmConfig::from_file(const std::string& path) {
   if (!j.is_object()) throw InputError(file + ": not a JSON object");
   LlmConfig c;
   c.source = file;
+  c.dir = std::filesystem::path(file).parent_path().string();
+  if (c.dir.empty()) c.dir = ".";
   const auto arch = j.find("architectures");
   if (arch == j.end() || !arch->is_array() || arch->empty() || !(*arch)[0].is_string())
     throw InputError(file + ": key 'architectures' (e.g. [\"LlamaForCausalLM\"]) is missing");
@@ -503,7 +505,7 @@ class Generator {
       go("flash_attention", p, {a_.qr, a_.kr, a_.v, a_.o});
     } else {
       ops::Params p = heads;
-      p.insert({{"kv_len", num(pos0 + 1)}, {"page", num(page_)}, {"pages", num(pages_)}});
+      p.insert({{"kv_len", num(pos0 + 1)}, {"page", num(page_)}, {"pages", num(pages_)}, {"table_cols", num(cols_)}});
       go("paged_attention", p, {a_.qr, w.k_cache, w.v_cache, table_, a_.o});
     }
     matmul(a_.o, w.wo, 0, a_.proj, H, N * D);

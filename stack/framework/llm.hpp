@@ -20,6 +20,7 @@ namespace npusim::stack::framework {
 struct LlmConfig {
   std::string architecture;  // e.g. LlamaForCausalLM
   std::string source;        // the config.json read
+  std::string dir;           // its directory (where the *.safetensors are)
   std::uint32_t hidden = 0, intermediate = 0, layers = 0, heads = 0, kv_heads = 0, head_dim = 0, vocab = 0;
   std::uint32_t max_positions = 0;
   double rms_eps = 1e-6, rope_theta = 10000;

@@ -64,6 +64,7 @@ SafeTensors::SafeTensors(const std::string& dir) : dir_(dir) {
         e.shape = t.at("shape").get<std::vector<std::uint64_t>>();
         const auto off = t.at("data_offsets").get<std::vector<std::uint64_t>>();
         if (off.size() != 2) throw InputError("data_offsets is not [begin, end]");
+        if (off[0] > size || off[1] > size) throw InputError("data_offsets are past the file's end");
         e.begin = 8 + len + off[0];
         e.end = 8 + len + off[1];
       } catch (const std::exception& ex) {

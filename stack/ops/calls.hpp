@@ -110,7 +110,8 @@ struct PagedAttentionCall {
   std::uint32_t B = 0, N = 0, KVN = 0, S = 1, D = 0;
   std::vector<std::uint32_t> lens;  // keys of each sequence (host-side, as IncreFlashAttention's actual_seq_lengths)
   std::uint32_t page = 128;         // rows per page
-  std::uint32_t pages = 0;          // pages of the cache; 0: B x ceil(max lens / page)
+  std::uint32_t pages = 0;          // pages of the cache; 0: B x table_cols
+  std::uint32_t table_cols = 0;     // entries per row of the block table; 0: ceil(max lens / page)
   std::optional<double> scale;      // unset: 1 / sqrt(D)
   std::uint32_t splits = 0;         // key ranges per head (split-K, combined in the kernel); 0: chosen by the tiling
 };

@@ -110,6 +110,7 @@ OpDef reshape_and_cache_op() {
       if (in[i].dtype != t) throw InputError(std::string(kOp) + ": the keys, values and caches must share one dtype");
     CacheArgs a;
     a.tokens = elements(in[4].shape);
+    if (a.tokens == 0) throw InputError(std::string(kOp) + ": slot_mapping has no tokens");
     const Shape& cs = in[2].shape;
     if (in[0].shape.size() < 2 || cs.size() < 3 || in[0].shape != in[1].shape || cs != in[3].shape)
       throw InputError(std::string(kOp) + ": key and value must be [T, KVN, D] and the caches [pages, page, KVN, D]");

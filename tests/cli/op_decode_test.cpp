@@ -59,6 +59,23 @@ TEST(OpDecode, SplitKeysKeepEveryCoreBusyAtBatchOne) {
   EXPECT_EQ(split["op"]["block_dim"].get<int>(), 24);
   EXPECT_EQ(whole["op"]["block_dim"].get<int>(), 8);
   EXPECT_LT(split["kernel"]["time_us"].get<double>() * 1.25, whole["kernel"]["time_us"].get<double>());
+  // One key/value head for 32 query heads (multi-query): 32 rows a unit, more than the 16 of the fractal each core
+  // would otherwise get; the blocks stay tall enough for the head to split.
+  const auto mqa = op_json("paged_attention --check -p B=1 -p N=32 -p KVN=1 -p D=128 -p kv_len=4096");
+  EXPECT_GT(mqa["op"]["tiling"]["splits"].get<double>(), 1.0);
+  EXPECT_TRUE(mqa["check"]["passed"].get<bool>()) << mqa["check"];
+}
+
+// A block table with more entries per row than the sequences use yet (a runner's, sized for their final length):
+// row b starts at b x table_cols.
+TEST(OpDecode, BlockTableRowsMayBeLongerThanTheKeysNeed) {
+  for (const char* config : {"910b", "910"}) {
+    const std::string args = std::string("paged_attention --check --config ") + config +
+                             " -p B=3 -p N=8 -p KVN=2 -p D=64 -p kv_len=100,300,17 -p page=16 -p table_cols=40";
+    const auto j = op_json(args);
+    EXPECT_TRUE(j["check"]["passed"].get<bool>()) << args << " " << j["check"];
+    EXPECT_EQ(j["op"]["inputs"][3].get<std::string>(), "3x40");
+  }
 }
 
 // Grouped heads packed: the G = 4 query heads sharing a key/value head are one unit's rows, so the cores read each
@@ -93,6 +110,8 @@ TEST(OpDecode, BadCallsAreNamed) {
       {pa + "-p kv_len=100 -p page=24", "page=24 must be a multiple of 16"},
       {pa + "-p kv_len=100 -p KVN=3", "cannot be grouped over KVN=3"},
       {pa + "-p kv_len=1000 -p pages=3", "pages=3 cannot hold the 8 pages"},
+      {pa + "-p kv_len=1000 -p table_cols=7", "table_cols=7 block table entries cannot list the 8 pages"},
+      {pa + "-p kv_len=10 -p S=2 -p N=512 -p KVN=512 -p D=256", "elements per query row is more than 65535"},
       {pa + "-p kv_len=100 -p splits=2 --config 910", "splits=2 needs a split chip"},
       {pa + "-p kv_len=100 -p S=2 --config 310p", "need a split chip"},
       {"op paged_attention -p B=1 -p N=8 -p D=64", "parameter 'kv_len'"},

@@ -7,7 +7,8 @@ logits of each generated token must match transformers' at that position within 
 fp16 as the Cube does; the logits here are O(0.5), measured errors about 5e-4), and its greedy tokens must equal
 transformers' own `generate(do_sample=False)`. The models cover what the runner has to get right: grouped-query
 heads (2 key/value heads for 4 query heads), Qwen2's q/k/v biases, a batch of 2, and pages of 16 rows so the
-cache's pages fill and the decode steps cross page boundaries.
+cache's pages fill, the decode steps cross page boundaries, and the block table's rows (3 pages, for the sequences'
+final length) are longer than the first steps' keys need (2 pages).
 
 Environment: NPUSIM is the npusim binary (ctest sets it).
 """
@@ -54,7 +55,7 @@ def npusim(*args, check=True):
 @pytest.mark.parametrize("arch", ["llama", "qwen2"])
 def test_decoding_matches_transformers(tmp_path, arch):
     model, path = save_model(tmp_path, arch)
-    batch, prompt_len, steps = 2, 37, 6
+    batch, prompt_len, steps = 2, 30, 6  # pages of 16: 3 per sequence in the table, 2 used by the first steps
     ids = torch.randint(0, 300, (batch, prompt_len), generator=torch.Generator().manual_seed(1))
     (tmp_path / "in").mkdir()
     np.save(tmp_path / "in" / "input_ids.npy", ids.numpy())
@@ -186,6 +187,10 @@ def test_python_api_generates_what_the_cli_does(tmp_path):
     assert dev.status()["hbm_used_bytes"] == used
     again = dev.generate(path, decode=4, prompt=ids, page=16)
     assert again.tokens.tolist() == r.tokens.tolist()
+    # The config.json's path works as well: the weights are read from its directory.
+    by_file = dev.generate(path / "config.json", decode=1, prompt=ids, page=16)
+    assert by_file.report["decode"]["model"]["weights"].startswith("safetensors")
+    assert by_file.tokens.tolist() == r.tokens[:, :2].tolist()
     with pytest.raises(npusim.InputError, match="token ids"):
         dev.generate(path, prompt=np.zeros(5))
 

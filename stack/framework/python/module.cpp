@@ -138,7 +138,7 @@ class PySession {
     o.page = page;
     o.prompt = prompt;
     o.replay = replay;
-    o.weights_dir = model;
+    o.weights_dir = cfg.dir;
     fw::GenerateResult r;
     {
       py::gil_scoped_release release;

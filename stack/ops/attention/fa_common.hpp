@@ -55,7 +55,7 @@ struct FaShape {
   bool partials = false;
   std::uint32_t keys(std::uint32_t b) const { return lens.empty() ? SK : lens[b]; }
   // Causal: query row i of batch b sees keys j <= i + shift(b) (decoding: the new rows are the cache's last).
-  std::uint32_t shift(std::uint32_t b) const { return lens.empty() ? 0 : lens[b] - S; }
+  std::uint32_t shift(std::uint32_t b) const { return lens.empty() || lens[b] < S ? 0 : lens[b] - S; }
 
   // Element offset of the mask row that query row `row` of head (b, n) adds.
   std::uint64_t mask_at(std::uint64_t b, std::uint64_t n, std::uint64_t row) const {
@@ -392,8 +392,10 @@ void fa_kernel(const FaArgs& g, bool split) {
 // Host side (flash_attention.cpp): the text form, the typed call checked into the kernel's shape, the tiling.
 FlashAttentionCall parse_call(const Params& p);
 FaShape resolve(const FlashAttentionCall& c);
-// The largest blocks (Bq rows, Bk columns) whose buffers fit the chip, and each block's range of query rows.
-FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& chip);
+// The largest blocks (Bq rows, Bk columns) whose buffers fit the chip, and each block's range of query rows. Blocks
+// are no taller than the longest range, nor shorter than `min_rows` when the buffers allow (paged_attention's split
+// keys need a head's rows in one unit).
+FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& chip, std::uint32_t min_rows = 0);
 // paged_attention (paged_attention.cpp): the call checked into the kernels' shape, and its tiling (plan_fa's blocks,
 // then the split keys and the units' ranges; sets s.splits and s.partials).
 FaShape resolve_paged(const PagedAttentionCall& c);

@@ -333,7 +333,7 @@ std::vector<std::uint64_t> balance_rows(const FaShape& s, const FaTiling& t, con
 
 }  // namespace
 
-FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& chip) {
+FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& chip, std::uint32_t min_rows) {
   const auto& buf = chip.buffers;
   const std::uint64_t d = s.D;
   auto fits = [](const BufferPlan& plan, const config::BufferParams& space) {
@@ -371,7 +371,7 @@ FaTiling plan_fa(const FaShape& s, std::uint64_t es, const config::ChipConfig& c
           std::uint64_t longest = 0;  // fractals of the longest range: no unit is taller
           for (std::uint32_t blk = 0; blk < t.block_dim; ++blk)
             longest = std::max(longest, t.first[blk + 1] - t.first[blk]);
-          t.bq = u32(std::min<std::uint64_t>(t.bq, longest * 16));
+          t.bq = u32(std::min<std::uint64_t>(t.bq, std::max<std::uint64_t>(longest * 16, min_rows)));
           if (split) {
             t.rc = std::min(t.rc, u32(ceil_to(ceil_div(t.bq, 2), 8)));
             t.rc = fastest_row_chunk(t, es, chip);

@@ -37,7 +37,7 @@ constexpr const char* kOp = "paged_attention";
 std::uint32_t required(const Params& p, const std::string& key, std::uint32_t max) {
   if (!p.count(key))
     throw InputError(std::string(kOp) + ": parameter '" + key +
-                     "' is required (B, N, D, kv_len; KVN, S, page, pages, scale, splits optional)");
+                     "' is required (B, N, D, kv_len; KVN, S, page, pages, table_cols, scale, splits optional)");
   return param_uint(p, key, 0, max);
 }
 
@@ -56,6 +56,7 @@ PagedAttentionCall parse(const Params& p) {
   c.lens = lens;
   c.page = param_uint(p, "page", 128, 4096);
   c.pages = param_uint(p, "pages", 0, 1u << 24);
+  c.table_cols = param_uint(p, "table_cols", 0, 1u << 20);
   if (p.count("scale")) c.scale = param_real(p, "scale", 1.0, false);
   c.splits = param_uint(p, "splits", 0, 256);
   return c;
@@ -83,7 +84,13 @@ FaShape resolve_paged(const PagedAttentionCall& c) {
                 ", fewer than its S=" + std::to_string(c.S) + " new rows (which are in the cache)");
     longest = std::max(longest, c.lens[b]);
   }
-  s.table_cols = u32(ceil_div(longest, c.page));
+  // A block table row holds at least the longest sequence's pages; a runner's table holds its sequences' final
+  // length (table_cols) while the keys grow step by step.
+  const auto needed = u32(ceil_div(longest, c.page));
+  if (c.table_cols && c.table_cols < needed)
+    throw bad("table_cols=" + std::to_string(c.table_cols) + " block table entries cannot list the " +
+              std::to_string(needed) + " pages of a sequence of " + std::to_string(longest) + " keys");
+  s.table_cols = c.table_cols ? c.table_cols : needed;
   s.pages = c.pages ? c.pages : c.B * s.table_cols;
   if (s.pages < s.table_cols)
     throw bad("pages=" + std::to_string(s.pages) + " cannot hold the " + std::to_string(s.table_cols) +
@@ -108,6 +115,8 @@ FaShape resolve_paged(const PagedAttentionCall& c) {
     s.S = c.S;
     s.causal = true;
     s.q = s.o = FaLayout{static_cast<std::uint64_t>(c.S) * c.N * D, D, c.N * D, 0};
+    if (s.q.ss > 65535)
+      throw bad("N x D = " + std::to_string(s.q.ss) + " elements per query row is more than 65535 (with S > 1)");
   }
   // K and V: page row r of head h at (p page + r) KVN D + h D.
   s.k = s.v = FaLayout{0, D, c.KVN * D, 0};
@@ -159,7 +168,7 @@ FaTiling plan_paged(FaShape& s, const PagedAttentionCall& c, std::uint64_t es, c
                      chip.name + " is coupled; its kernel masks causally only from the first key)");
   FaTiling t;
   try {
-    t = plan_fa(s, es, chip);
+    t = plan_fa(s, es, chip, s.partials ? u32(ceil_to(s.S, 16)) : 0);
   } catch (const InputError& e) {
     throw InputError(std::string(kOp) + " (on the FlashAttention kernels): " + e.what());
   }
@@ -169,10 +178,9 @@ FaTiling plan_paged(FaShape& s, const PagedAttentionCall& c, std::uint64_t es, c
   if (c.splits) {
     splits = c.splits;
     if (splits > 1 && !s.partials)
-      throw InputError(std::string(kOp) + ": splits=" + std::to_string(splits) +
-                       " needs a split chip with two AIV "
-                       "per AIC (" +
-                       chip.name + " has none)");
+      throw InputError(std::string(kOp) + ": splits=" + std::to_string(splits) + " needs a split chip with two AIV " +
+                       "per AIC and at least " + std::to_string(kCombine + 1) + " cross-core flag ids (" + chip.name +
+                       " is not one)");
   } else if (s.partials && heads < cores) {
     splits = u32(std::min<std::uint64_t>(cores / heads, most));
   }
@@ -257,7 +265,7 @@ OpDef paged_attention_op() {
       "decoding attention: S new query rows [B, S, N, D] against a paged K/V cache [pages, page, KVN, D] through a "
       "block table [B, pages per sequence] (int32), kv_len keys per sequence; grouped heads packed, keys split "
       "across the cores and combined (flash decoding)";
-  d.params = {"B", "N", "KVN", "S", "D", "kv_len", "page", "pages", "scale", "splits"};
+  d.params = {"B", "N", "KVN", "S", "D", "kv_len", "page", "pages", "table_cols", "scale", "splits"};
   d.takes_integers = true;  // the block table; plan checks the others are fp16 or bf16
   d.parse = [](const Params& p) -> Call { return parse(p); };
   d.inputs = [](const Params& p, DType t) {
