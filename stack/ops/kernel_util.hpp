@@ -9,6 +9,7 @@
 #include <string>
 
 #include "common/util/arith.hpp"
+#include "firmware/kernel/context.hpp"
 #include "firmware/kernel/kernel_api.hpp"
 #include "stack/ops/buffer_plan.hpp"
 
@@ -18,6 +19,12 @@ using namespace fw::kernel;
 
 using npusim::ceil_div;
 using npusim::ceil_to;
+
+// Whether the core running the kernel computes values. In timing-only mode buffers hold none, so a kernel that
+// reads data to decide addresses (a block table, cache slots) takes a documented stand-in instead.
+inline bool functional_mode() {
+  return ctx().engine->mode() == hw::core::Mode::kFunctional;
+}
 
 // Copies `n` contiguous elements GM -> UB; a length that is not whole 32 B blocks uses the padded copy.
 template <class T>

@@ -11,7 +11,6 @@
 #include <algorithm>
 
 #include "common/util/error.hpp"
-#include "firmware/kernel/context.hpp"
 #include "stack/ops/kernel_util.hpp"
 #include "stack/ops/op.hpp"
 
@@ -42,7 +41,7 @@ void cache_kernel(const CacheArgs& a) {
   const std::uint32_t loaded = pipe.AllocEventID(PIPE_MTE2, PIPE_S);
   const std::uint32_t moved[2] = {pipe.AllocEventID(PIPE_MTE2, PIPE_MTE3), pipe.AllocEventID(PIPE_MTE2, PIPE_MTE3)};
   const std::uint32_t freed[2] = {pipe.AllocEventID(PIPE_MTE3, PIPE_MTE2), pipe.AllocEventID(PIPE_MTE3, PIPE_MTE2)};
-  const bool functional = ctx().engine->mode() == hw::core::Mode::kFunctional;
+  const bool functional = functional_mode();
   const LocalTensor<std::int32_t> iv = idx.Get<std::int32_t>();
   const std::uint64_t first = GetBlockIdx() * a.per_core, last = std::min(a.tokens, first + a.per_core);
   std::uint64_t step = 0;

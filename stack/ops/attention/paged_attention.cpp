@@ -12,7 +12,6 @@
 #include <sstream>
 
 #include "common/util/error.hpp"
-#include "firmware/kernel/context.hpp"
 #include "stack/ops/attention/fa_common.hpp"
 
 namespace npusim::stack::ops::attention {
@@ -22,7 +21,7 @@ std::uint32_t page_of(const FaArgs& g, std::uint32_t b, std::uint32_t row) {
   GlobalTensor<std::int32_t> table;
   table.SetGlobalBuffer(g.table);
   const std::int32_t p = table.GetValue(at);  // the scalar unit's read, timed in either mode
-  if (ctx().engine->mode() != hw::core::Mode::kFunctional) return u32(at % g.s.pages);
+  if (!functional_mode()) return u32(at % g.s.pages);
   if (p < 0 || static_cast<std::uint64_t>(p) >= g.s.pages)
     throw InputError("paged_attention: block table entry [" + std::to_string(b) + ", " +
                      std::to_string(row / g.s.page) + "] is page " + std::to_string(p) + ", outside the cache's " +
