@@ -40,11 +40,13 @@ NpyArray read_npy(const std::string& path) {
   else if (descr.find("'|i1'") != std::string::npos) a.dtype = DType::kInt8;
   else if (descr.find("'<i8'") != std::string::npos)
     a.file_type = stack::graph::ElemType::kInt64;
+  else if (descr.find("'<f8'") != std::string::npos)
+    a.file_type = stack::graph::ElemType::kFloat64;
   else if (descr.find("'|b1'") != std::string::npos)
     a.file_type = stack::graph::ElemType::kBool;
   else
     throw InputError(path + ": element type " + descr.substr(0, descr.find(',')) +
-                     " is not float32, float16, uint16 (bfloat16 bits), int32, int8, int64 or bool");
+                     " is not float32, float16, uint16 (bfloat16 bits), int32, int8, int64, float64 or bool");
   if (a.file_type != stack::graph::ElemType::kUndefined) a.dtype = *stack::graph::storage_dtype(a.file_type);
   if (field("fortran_order").find("True") < field("fortran_order").find(',')) throw InputError(path + ": Fortran order is not supported");
   const std::string shape = field("shape");
@@ -70,16 +72,19 @@ void write_npy(const std::string& path, const NpyArray& a) {
   for (std::size_t i = 0; i < a.shape.size(); ++i) shape += std::to_string(a.shape[i]) + (a.shape.size() == 1 || i + 1 < a.shape.size() ? "," : "");
   shape += ")";
   using stack::graph::ElemType;
-  const char* descr = a.file_type == ElemType::kInt64   ? "<i8"
-                      : a.file_type == ElemType::kBool  ? "|b1"
-                      : a.file_type == ElemType::kInt16 ? "<i2"
-                      : a.file_type == ElemType::kUint8 ? "|u1"
-                      : a.file_type == ElemType::kInt8  ? "|i1"
-                      : a.dtype == DType::kFp32         ? "<f4"
-                      : a.dtype == DType::kFp16         ? "<f2"
-                      : a.dtype == DType::kInt32        ? "<i4"
-                      : a.dtype == DType::kInt8         ? "|i1"
-                                                        : "<u2";
+  const char* descr = a.file_type == ElemType::kInt64     ? "<i8"
+                      : a.file_type == ElemType::kFloat64 ? "<f8"
+                      : a.file_type == ElemType::kBool    ? "|b1"
+                      : a.file_type == ElemType::kInt16   ? "<i2"
+                      : a.file_type == ElemType::kUint8   ? "|u1"
+                      : a.file_type == ElemType::kUint32  ? "<u4"
+                      : a.file_type == ElemType::kUint64  ? "<u8"
+                      : a.file_type == ElemType::kInt8    ? "|i1"
+                      : a.dtype == DType::kFp32           ? "<f4"
+                      : a.dtype == DType::kFp16           ? "<f2"
+                      : a.dtype == DType::kInt32          ? "<i4"
+                      : a.dtype == DType::kInt8           ? "|i1"
+                                                          : "<u2";
   std::string header = std::string("{'descr': '") + descr + "', 'fortran_order': False, 'shape': " + shape + ", }";
   while ((10 + header.size() + 1) % 64) header += ' ';
   header += '\n';

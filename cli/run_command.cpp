@@ -61,15 +61,15 @@ bool exists(const std::string& path) {
   return std::filesystem::is_regular_file(path, ec);
 }
 
-// The file each program input is read from: DIR/NAME.npy or DIR/NAME.pb (an ONNX TensorProto) when every input has
-// one, else ONNX's test-data layout, DIR/input_K.pb for the K-th input in the graph's order (as ONNX's own runner
-// takes test_data_set_N). Mixing the two is an error naming what is missing.
-std::vector<std::string> input_files(const std::string& dir, const graph::Program& program) {
+// The file each model input (`names`, in the graph's order) is read from: DIR/NAME.npy or DIR/NAME.pb (an ONNX
+// TensorProto) when every input has one, else ONNX's test-data layout, DIR/input_K.pb for the K-th input (as ONNX's
+// own runner takes test_data_set_N). Mixing the two is an error naming what is missing.
+std::vector<std::string> input_files(const std::string& dir, const std::vector<std::string>& names) {
   std::error_code ec;
   if (!std::filesystem::is_directory(dir, ec)) throw InputError("--inputs " + dir + ": not a directory");
   std::vector<std::string> by_name, by_position, missing;
-  for (std::size_t k = 0; k < program.inputs.size(); ++k) {
-    const std::string& name = program.tensors[static_cast<std::size_t>(program.inputs[k])].name;
+  for (std::size_t k = 0; k < names.size(); ++k) {
+    const std::string& name = names[k];
     const std::string npy = file_of(dir, name), pb = npy.substr(0, npy.size() - 4) + ".pb";
     by_name.push_back(exists(npy) ? npy : exists(pb) ? pb : "");
     by_position.push_back(dir + "/input_" + std::to_string(k) + ".pb");
@@ -85,9 +85,39 @@ std::vector<std::string> input_files(const std::string& dir, const graph::Progra
   for (const std::string& m : missing) list += (list.empty() ? "" : "; ") + m;
   if (missing.empty()) {  // each input has a file, but some only by name and others only by position
     throw InputError("--inputs " + dir + ": files are named after some inputs and numbered (input_K.pb) for others; " +
-                     "use one layout for all " + std::to_string(program.inputs.size()) + " inputs");
+                     "use one layout for all " + std::to_string(names.size()) + " inputs");
   }
   throw InputError("--inputs " + dir + ": no file for input " + list);
+}
+
+// An input file (.npy or .pb) as a host tensor of the file's element type; a rank-0 .npy stays rank 0.
+graph::Tensor read_input(const std::string& path) {
+  if (path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0) {
+    const NpyArray a = read_npy(path);
+    graph::Tensor t;
+    t.type = a.file_type != graph::ElemType::kUndefined ? a.file_type : graph::elem_type_of(a.dtype);
+    for (auto d : a.shape) t.shape.push_back(static_cast<std::int64_t>(d));
+    t.bytes = a.bytes;
+    return t;
+  }
+  return stack::framework::read_tensor_pb(path).second;
+}
+
+// The bytes of program input `pt` from its file's tensor `t`, in the device's storage type; an error naming the
+// input and the file when the type or shape differs from the model's.
+std::vector<std::uint8_t> device_input(const graph::ProgramTensor& pt, const graph::Tensor& t,
+                                       const std::string& path) {
+  const std::string what = "input '" + pt.name + "' (" + path + ")";
+  const auto dt = graph::storage_dtype(t.type);
+  if (!dt) throw InputError(what + ": element type " + std::string(graph::elem_name(t.type)) + " has no device form");
+  ops::Shape shape;
+  for (auto d : t.shape) shape.push_back(static_cast<std::uint64_t>(d));
+  if (shape.empty()) shape = {1};  // a rank-0 array: the program holds scalars as one element
+  if (*dt != pt.desc.dtype || shape != pt.desc.shape)
+    throw InputError(what + ": expected " + ops::shape_string(pt.desc.shape) + " " +
+                     std::string(hw::isa::dtype_name(pt.desc.dtype)) + ", got " + ops::shape_string(shape) + " " +
+                     std::string(hw::isa::dtype_name(*dt)));
+  return graph::to_storage(t.type, t.bytes, what);
 }
 
 }  // namespace
@@ -129,59 +159,33 @@ int run_model_command(const RunOptions& opts) {
         "its directory or the file), not " +
         opts.model);
   const config::LoadedConfig loaded = config::load_config(opts.config, opts.sets);
+  if ((!opts.inputs_dir.empty() || !opts.outputs_dir.empty()) && !opts.functional)
+    throw InputError("--inputs and --outputs need --functional");
   stack::framework::CompileOptions copts;
   copts.dims = parse_dims(opts.dims);
   copts.fusion = !opts.no_fusion;
   copts.streams = opts.streams;
+  // The given inputs are read before compiling: those whose values decide shapes are bound into the model.
+  std::map<std::string, std::pair<graph::Tensor, std::string>> given;  // name -> the value and its file
+  if (!opts.inputs_dir.empty()) {
+    const std::vector<std::string> names = stack::framework::onnx_input_names(opts.model);
+    const std::vector<std::string> files = input_files(opts.inputs_dir, names);
+    for (std::size_t k = 0; k < names.size(); ++k) {
+      given[names[k]] = {read_input(files[k]), files[k]};
+      copts.values[names[k]] = given[names[k]].first;
+    }
+  }
   const stack::framework::Model model = stack::framework::Model::from_file(opts.model, loaded.chip, copts);
   const graph::Program& program = model.program();
   const hw::core::Mode mode = opts.functional ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
-
-  if ((!opts.inputs_dir.empty() || !opts.outputs_dir.empty()) && !opts.functional)
-    throw InputError("--inputs and --outputs need --functional");
-  if (!opts.outputs_dir.empty()) {
-    prepare_outputs_dir(opts.outputs_dir);
-    // An output named like another's positional file (output_K) would overwrite it.
-    for (std::size_t k = 0; k < program.outputs.size(); ++k) {
-      const std::string& name = program.tensors[static_cast<std::size_t>(program.outputs[k])].name;
-      const std::string base = std::filesystem::path(file_of("", name)).stem().string();
-      for (std::size_t j = 0; j < program.outputs.size(); ++j)
-        if (j != k && base == "output_" + std::to_string(j))
-          throw InputError("--outputs: output " + std::to_string(k) + " is named '" + name + "', the file output " +
-                           std::to_string(j) + " is written to by position (output_" + std::to_string(j) + ".pb)");
-    }
-  }
+  if (!opts.outputs_dir.empty()) prepare_outputs_dir(opts.outputs_dir);
   std::vector<std::vector<std::uint8_t>> inputs;
   if (opts.functional) {
     std::mt19937_64 rng(2026);
-    const std::vector<std::string> files =
-        opts.inputs_dir.empty() ? std::vector<std::string>{} : input_files(opts.inputs_dir, program);
     for (std::size_t k = 0; k < program.inputs.size(); ++k) {
       const graph::ProgramTensor& pt = program.tensors[static_cast<std::size_t>(program.inputs[k])];
-      if (!files.empty()) {
-        const std::string& path = files[k];
-        NpyArray a;
-        const std::string what = "input '" + pt.name + "' (" + path + ")";
-        if (path.size() > 4 && path.compare(path.size() - 4, 4, ".npy") == 0) {
-          a = read_npy(path);
-          if (a.shape.empty()) a.shape = {1};  // a rank-0 array: the program holds scalars as one element
-        } else {
-          const graph::Tensor t = stack::framework::read_tensor_pb(path).second;
-          const auto dt = graph::storage_dtype(t.type);
-          if (!dt)
-            throw InputError(what + ": element type " + std::string(graph::elem_name(t.type)) + " has no device form");
-          a.dtype = *dt;
-          a.file_type = t.type;
-          for (auto d : t.shape) a.shape.push_back(static_cast<std::uint64_t>(d));
-          if (a.shape.empty()) a.shape = {1};
-          a.bytes = t.bytes;
-        }
-        if (a.file_type != graph::ElemType::kUndefined) a.bytes = graph::to_storage(a.file_type, a.bytes, what);
-        if (a.dtype != pt.desc.dtype || a.shape != pt.desc.shape)
-          throw InputError(what + ": expected " + ops::shape_string(pt.desc.shape) + " " +
-                           std::string(hw::isa::dtype_name(pt.desc.dtype)) + ", got " + ops::shape_string(a.shape) +
-                           " " + std::string(hw::isa::dtype_name(a.dtype)));
-        inputs.push_back(a.bytes);
+      if (const auto it = given.find(pt.name); it != given.end()) {
+        inputs.push_back(device_input(pt, it->second.first, it->second.second));
         continue;
       }
       std::vector<std::uint8_t> bytes;
@@ -211,7 +215,11 @@ int run_model_command(const RunOptions& opts) {
       pb.type = wide ? t.type : graph::elem_type_of(t.desc.dtype);
       for (auto d : shape) pb.shape.push_back(static_cast<std::int64_t>(d));
       pb.bytes = bytes;
-      stack::framework::write_tensor_pb(npy.substr(0, npy.size() - 4) + ".pb", t.name, pb);
+      // NAME.pb, unless NAME is output_J, another output's positional file (ONNX's test data names outputs so).
+      bool positional = false;
+      for (std::size_t j = 0; j < program.outputs.size(); ++j)
+        positional = positional || std::filesystem::path(npy).stem() == "output_" + std::to_string(j);
+      if (!positional) stack::framework::write_tensor_pb(npy.substr(0, npy.size() - 4) + ".pb", t.name, pb);
       stack::framework::write_tensor_pb(opts.outputs_dir + "/output_" + std::to_string(k) + ".pb", t.name, pb);
     }
   }

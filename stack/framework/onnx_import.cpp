@@ -17,6 +17,7 @@
 #include "common/util/error.hpp"
 #include "common/util/file.hpp"
 #include "stack/framework/onnx_model.hpp"
+#include "stack/graph/onnx_ops/op_table.hpp"
 #include "stack/graph/passes/passes.hpp"
 
 namespace npusim::stack::framework {
@@ -39,6 +40,8 @@ ElemType elem_type(int onnx_type) {
     case onnx::TensorProto::INT16: return ElemType::kInt16;
     case onnx::TensorProto::INT8: return ElemType::kInt8;
     case onnx::TensorProto::UINT8: return ElemType::kUint8;
+    case onnx::TensorProto::UINT32: return ElemType::kUint32;
+    case onnx::TensorProto::UINT64: return ElemType::kUint64;
     case onnx::TensorProto::BOOL: return ElemType::kBool;
     default: return ElemType::kUndefined;
   }
@@ -78,6 +81,13 @@ Tensor tensor_of(const onnx::TensorProto& t, const std::string& what) {
       break;
     case ElemType::kInt64:
       put(static_cast<std::size_t>(t.int64_data_size()), [&](std::size_t i, std::uint8_t* p) { const std::int64_t v = t.int64_data(static_cast<int>(i)); std::memcpy(p, &v, 8); });
+      break;
+    case ElemType::kUint32:
+    case ElemType::kUint64:
+      put(static_cast<std::size_t>(t.uint64_data_size()), [&](std::size_t i, std::uint8_t* p) {
+        const std::uint64_t v = t.uint64_data(static_cast<int>(i));
+        std::memcpy(p, &v, es);  // little-endian: the low bytes
+      });
       break;
     default:  // int32_data holds int32, int16, int8, uint8, bool, fp16 and bf16 (the low bits of each entry)
       put(static_cast<std::size_t>(t.int32_data_size()), [&](std::size_t i, std::uint8_t* p) {
@@ -202,6 +212,8 @@ int onnx_type(ElemType t) {
     case ElemType::kInt16: return onnx::TensorProto::INT16;
     case ElemType::kInt8: return onnx::TensorProto::INT8;
     case ElemType::kUint8: return onnx::TensorProto::UINT8;
+    case ElemType::kUint32: return onnx::TensorProto::UINT32;
+    case ElemType::kUint64: return onnx::TensorProto::UINT64;
     case ElemType::kBool: return onnx::TensorProto::BOOL;
     case ElemType::kUndefined: break;
   }
@@ -299,10 +311,58 @@ void fold_into(onnx::ModelProto& model, const Graph& g) {
   gp->clear_value_info();
 }
 
+// The inputs of `out.graph` whose values decide shapes and that `values` has become initializers of `model` (and
+// leave its inputs); false when there are none.
+bool bind_inputs(onnx::ModelProto& model, ImportedModel& out, const std::map<std::string, Tensor>& values,
+                 const std::string& what) {
+  bool bound = false;
+  for (const graph::ValueId id : graph::onnx_ops::shape_deciding_inputs(out.graph)) {
+    const graph::Value& v = out.graph.value(id);
+    const auto it = values.find(v.name);
+    if (it == values.end()) continue;
+    Tensor t = it->second;
+    std::string where = what + ": input '";
+    where.append(v.name).append("'");
+    const auto integer = [](ElemType e) { return graph::storage_dtype(e) == hw::isa::DType::kInt32; };
+    if (t.type != v.type && integer(t.type) && integer(v.type)) {  // int32 data for an int64 input: converted
+      const std::vector<std::int64_t> ints = t.as_ints();
+      const std::size_t es = graph::elem_bytes(v.type);
+      t.bytes.assign(ints.size() * es, 0);
+      for (std::size_t i = 0; i < ints.size(); ++i) std::memcpy(&t.bytes[i * es], &ints[i], es);  // little-endian
+      t.type = v.type;
+    }
+    if (t.type != v.type)
+      throw InputError(where + " is " + std::string(elem_name(v.type)) + ", its value " +
+                       std::string(elem_name(t.type)));
+    if (v.shape) {
+      bool same = v.shape->size() == t.shape.size();
+      for (std::size_t d = 0; same && d < t.shape.size(); ++d)
+        same = !(*v.shape)[d].known() || (*v.shape)[d].value == t.shape[d];
+      if (!same) {
+        graph::Dims given;
+        for (const std::int64_t d : t.shape) given.push_back(graph::Dim::of(d));
+        throw InputError(where + " has the shape " + graph::dims_string(*v.shape) + ", its value " +
+                         graph::dims_string(given));
+      }
+    }
+    auto* inputs = model.mutable_graph()->mutable_input();
+    for (int i = 0; i < inputs->size(); ++i)
+      if (inputs->Get(i).name() == v.name) {
+        inputs->DeleteSubrange(i, 1);
+        break;
+      }
+    set_tensor(model.mutable_graph()->add_initializer(), v.name, t);
+    out.bound.push_back(v.name);
+    bound = true;
+  }
+  return bound;
+}
+
 // Parsed model -> IR: external data in, newer opsets in opset-17 forms, symbolic dims bound, then inference and
 // folding in turns.
 ImportedModel import_model(onnx::ModelProto& model, const std::string& what, const std::string& model_dir,
-                           const std::map<std::string, std::int64_t>& dims) {
+                           const ImportOptions& opts) {
+  const std::map<std::string, std::int64_t>& dims = opts.dims;
   ImportedModel out;
   for (const auto& op : model.opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") out.opset = op.version();
@@ -332,21 +392,32 @@ ImportedModel import_model(onnx::ModelProto& model, const std::string& what, con
           .append("'");
       throw InputError(msg);
     }
+  {
+    std::set<std::string> inits;
+    for (const auto& t : model.graph().initializer()) inits.insert(t.name());
+    for (const auto& in : model.graph().input())
+      if (!inits.count(in.name())) out.declared_inputs.push_back(in.name());
+  }
   // Constant folding needs shapes and shape inference needs folded shapes (an Expand to a computed shape): the two
-  // alternate until nothing more folds. Folded nodes leave the model; their outputs come back as initializers.
-  for (int round = 0;; ++round) {
-    infer(model, what);
-    Graph g = build_graph(model.graph(), what);
-    const int folded = graph::passes::fold_constants(g);
-    const int dead = graph::passes::remove_dead_nodes(g);
-    out.folded += folded;
-    if ((folded == 0 && dead == 0) || round == 16) {
-      g.compact();
-      g.opset = out.opset;
-      out.graph = std::move(g);
-      break;
+  // alternate until nothing more folds. Folded nodes leave the model; their outputs come back as initializers. Then
+  // the inputs whose values decide shapes, when the caller has their values, become initializers, and it all
+  // starts again.
+  for (;;) {
+    for (int round = 0;; ++round) {
+      infer(model, what);
+      Graph g = build_graph(model.graph(), what);
+      const int folded = graph::passes::fold_constants(g);
+      const int dead = graph::passes::remove_dead_nodes(g);
+      out.folded += folded;
+      if ((folded == 0 && dead == 0) || round == 16) {
+        g.compact();
+        g.opset = out.opset;
+        out.graph = std::move(g);
+        break;
+      }
+      fold_into(model, g);
     }
-    fold_into(model, g);
+    if (!bind_inputs(model, out, opts.values, what)) break;
   }
   return out;
 }
@@ -360,21 +431,32 @@ onnx::ModelProto parse_model(const std::string& bytes, const std::string& what) 
 
 }  // namespace
 
-ImportedModel import_onnx(const std::string& path, const std::map<std::string, std::int64_t>& dims) {
+ImportedModel import_onnx(const std::string& path, const ImportOptions& opts) {
   onnx::ModelProto model = parse_model(read_file(path, "cannot read the model file"), path);
   const std::string dir = std::filesystem::path(path).parent_path().string();
-  return import_model(model, path, dir.empty() ? "." : dir, dims);
+  return import_model(model, path, dir.empty() ? "." : dir, opts);
 }
 
-ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& what,
-                                const std::map<std::string, std::int64_t>& dims) {
+ImportedModel import_onnx_bytes(const std::string& bytes, const std::string& what, const ImportOptions& opts) {
   onnx::ModelProto model = parse_model(bytes, what);
-  return import_model(model, what, "", dims);
+  return import_model(model, what, "", opts);
+}
+
+std::vector<std::string> onnx_input_names(const std::string& path) {
+  const onnx::ModelProto model = parse_model(read_file(path, "cannot read the model file"), path);
+  std::set<std::string> inits;
+  for (const auto& t : model.graph().initializer()) inits.insert(t.name());
+  std::vector<std::string> names;
+  for (const auto& in : model.graph().input())
+    if (!inits.count(in.name())) names.push_back(in.name());
+  return names;
 }
 
 std::pair<std::string, graph::Tensor> read_tensor_pb(const std::string& path) {
   onnx::TensorProto t;
   if (!t.ParseFromString(read_file(path))) throw InputError(path + ": not an ONNX TensorProto");
+  // uint16 is bfloat16's bits, as in .npy files (ONNX 1.12's test data stores bfloat16 tensors so).
+  if (t.data_type() == onnx::TensorProto::UINT16) t.set_data_type(onnx::TensorProto::BFLOAT16);
   return {t.name(), tensor_of(t, path)};
 }
 
@@ -382,7 +464,7 @@ void write_tensor_pb(const std::string& path, const std::string& name, const gra
   onnx::TensorProto p;
   p.set_name(name);
   const int type = onnx_type(t.type);
-  if (type == onnx::TensorProto::UNDEFINED || type == onnx::TensorProto::DOUBLE)
+  if (type == onnx::TensorProto::UNDEFINED)
     throw InputError(path + ": " + std::string(elem_name(t.type)) + " tensors are not written");
   p.set_data_type(type);
   for (auto d : t.shape) p.add_dims(d);

@@ -36,6 +36,7 @@ std::unique_ptr<Model::Impl> compile(ImportedModel imported, const std::string& 
   m->name = name;
   m->model = std::move(imported);
   m->opts = opts;
+  m->opts.values.clear();  // in the model now
   graph::Graph& g = m->model.graph;
   m->nodes_before = g.live_nodes();
   if (opts.fusion) {
@@ -85,12 +86,12 @@ Model& Model::operator=(Model&&) noexcept = default;
 Model::~Model() = default;
 
 Model Model::from_file(const std::string& path, const config::ChipConfig& chip, const CompileOptions& opts) {
-  return Model(compile(import_onnx(path, opts.dims), path, chip, opts));
+  return Model(compile(import_onnx(path, {opts.dims, opts.values}), path, chip, opts));
 }
 
 Model Model::from_bytes(const std::string& bytes, const std::string& what, const config::ChipConfig& chip,
                         const CompileOptions& opts) {
-  return Model(compile(import_onnx_bytes(bytes, what, opts.dims), what, chip, opts));
+  return Model(compile(import_onnx_bytes(bytes, what, {opts.dims, opts.values}), what, chip, opts));
 }
 
 const std::string& Model::name() const { return impl_->name; }
@@ -100,10 +101,17 @@ std::vector<TensorSpec> Model::inputs() const { return specs(impl_->program, imp
 std::vector<TensorSpec> Model::outputs() const { return specs(impl_->program, impl_->program.outputs); }
 const std::vector<std::pair<std::string, int>>& Model::passes_fired() const { return impl_->fired; }
 std::size_t Model::nodes_before() const { return impl_->nodes_before; }
+const std::vector<std::string>& Model::declared_inputs() const {
+  return impl_->model.declared_inputs;
+}
 
 nlohmann::json Model::model_report() const {
   const ImportedModel& m = impl_->model;
-  return {{"file", impl_->name}, {"opset", m.opset}, {"producer", m.producer}, {"adapted_nodes", m.adapted}};
+  return {{"file", impl_->name},
+          {"opset", m.opset},
+          {"producer", m.producer},
+          {"adapted_nodes", m.adapted},
+          {"bound_inputs", m.bound}};
 }
 
 nlohmann::json Model::graph_report() const {

@@ -31,6 +31,9 @@ struct CompileOptions {
   std::map<std::string, std::int64_t> dims;  // bindings of symbolic input dims
   bool fusion = true;                        // run the fusion passes
   std::uint32_t streams = 4;                 // at most this many streams (stream assignment)
+  // Input values, for the inputs whose values decide shapes (framework::ImportOptions::values): those become
+  // constants of the model and leave its inputs (model.bound_inputs in the report).
+  std::map<std::string, graph::Tensor> values;
 };
 
 // A tensor a model takes or gives.
@@ -62,6 +65,9 @@ class Model {
   nlohmann::json graph_report() const;
   const std::vector<std::pair<std::string, int>>& passes_fired() const;
   std::size_t nodes_before() const;
+  // The ONNX graph's inputs (initializers left out) in its order, those bound to values at compile time included:
+  // the positions of ONNX's test-data layout (input_K.pb).
+  const std::vector<std::string>& declared_inputs() const;
 
   struct Impl;
 

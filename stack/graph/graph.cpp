@@ -21,6 +21,8 @@ std::string_view elem_name(ElemType t) {
     case ElemType::kInt16: return "int16";
     case ElemType::kInt8: return "int8";
     case ElemType::kUint8: return "uint8";
+    case ElemType::kUint32: return "uint32";
+    case ElemType::kUint64: return "uint64";
     case ElemType::kBool: return "bool";
   }
   return "?";
@@ -28,8 +30,12 @@ std::string_view elem_name(ElemType t) {
 
 std::size_t elem_bytes(ElemType t) {
   switch (t) {
-    case ElemType::kFloat64: case ElemType::kInt64: return 8;
-    case ElemType::kFloat32: case ElemType::kInt32: return 4;
+    case ElemType::kFloat64:
+    case ElemType::kInt64:
+    case ElemType::kUint64: return 8;
+    case ElemType::kFloat32:
+    case ElemType::kInt32:
+    case ElemType::kUint32: return 4;
     case ElemType::kFloat16: case ElemType::kBFloat16: case ElemType::kInt16: return 2;
     case ElemType::kInt8: case ElemType::kUint8: case ElemType::kBool: return 1;
     case ElemType::kUndefined: return 0;
@@ -60,12 +66,15 @@ ElemType elem_type_of(hw::isa::DType t) {
 std::optional<hw::isa::DType> storage_dtype(ElemType t) {
   if (const auto d = device_dtype(t)) return d;
   switch (t) {
+    case ElemType::kFloat64: return hw::isa::DType::kFp32;
     case ElemType::kBool: return hw::isa::DType::kInt8;
     case ElemType::kInt64:
     case ElemType::kInt32:
     case ElemType::kInt16:
     case ElemType::kInt8:
-    case ElemType::kUint8: return hw::isa::DType::kInt32;
+    case ElemType::kUint8:
+    case ElemType::kUint32:
+    case ElemType::kUint64: return hw::isa::DType::kInt32;
     default: return std::nullopt;
   }
 }
@@ -77,6 +86,16 @@ std::vector<std::uint8_t> to_storage(ElemType type, const std::vector<std::uint8
   if (type == ElemType::kBool) {  // any non-zero byte is true
     std::vector<std::uint8_t> out(bytes.size());
     for (std::size_t i = 0; i < bytes.size(); ++i) out[i] = bytes[i] != 0;
+    return out;
+  }
+  if (type == ElemType::kFloat64) {  // rounded to the nearest float32
+    std::vector<std::uint8_t> out(bytes.size() / 2);
+    for (std::size_t i = 0; i < out.size() / 4; ++i) {
+      double v = 0;
+      std::memcpy(&v, &bytes[i * 8], 8);
+      const auto f = static_cast<float>(v);
+      std::memcpy(&out[i * 4], &f, 4);
+    }
     return out;
   }
   Tensor t;
@@ -100,6 +119,15 @@ std::vector<std::uint8_t> from_storage(ElemType type, const std::vector<std::uin
   if (!d || elem_type_of(*d) == type || type == ElemType::kBool) return bytes;
   const std::size_t n = bytes.size() / 4, es = elem_bytes(type);
   std::vector<std::uint8_t> out(n * es);
+  if (type == ElemType::kFloat64) {
+    for (std::size_t i = 0; i < n; ++i) {
+      float f = 0;
+      std::memcpy(&f, &bytes[i * 4], 4);
+      const double v = f;
+      std::memcpy(&out[i * 8], &v, 8);
+    }
+    return out;
+  }
   for (std::size_t i = 0; i < n; ++i) {
     std::int32_t x = 0;
     std::memcpy(&x, &bytes[i * 4], 4);
@@ -138,6 +166,18 @@ std::vector<double> Tensor::as_doubles() const {
       case ElemType::kInt16: { std::int16_t v; std::memcpy(&v, p, 2); out[i] = v; break; }
       case ElemType::kInt8: out[i] = static_cast<std::int8_t>(*p); break;
       case ElemType::kUint8: case ElemType::kBool: out[i] = *p; break;
+      case ElemType::kUint32: {
+        std::uint32_t v;
+        std::memcpy(&v, p, 4);
+        out[i] = v;
+        break;
+      }
+      case ElemType::kUint64: {
+        std::uint64_t v;
+        std::memcpy(&v, p, 8);
+        out[i] = static_cast<double>(v);
+        break;
+      }
       case ElemType::kUndefined: break;
     }
   }
@@ -147,7 +187,7 @@ std::vector<double> Tensor::as_doubles() const {
 std::vector<std::int64_t> Tensor::as_ints() const {
   const std::vector<double> d = as_doubles();
   std::vector<std::int64_t> out(d.size());
-  if (type == ElemType::kInt64) {  // exact, beyond 2^53 too
+  if (type == ElemType::kInt64 || type == ElemType::kUint64) {  // exact, beyond 2^53 too (uint64 up to 2^63)
     for (std::size_t i = 0; i < out.size(); ++i) std::memcpy(&out[i], bytes.data() + i * 8, 8);
     return out;
   }
@@ -269,6 +309,24 @@ std::size_t Graph::live_nodes() const {
 ValueId Graph::find_value(const std::string& name) const {
   const auto it = by_name_.find(name);
   return it == by_name_.end() ? kNoValue : it->second;
+}
+
+std::vector<ValueId> Graph::inputs_reaching(ValueId v) const {
+  std::vector<bool> seen(values_.size(), false);
+  std::vector<ValueId> todo{v};
+  while (!todo.empty()) {
+    const ValueId x = todo.back();
+    todo.pop_back();
+    if (x == kNoValue || seen[static_cast<std::size_t>(x)]) continue;
+    seen[static_cast<std::size_t>(x)] = true;
+    const Value& val = value(x);
+    if (val.constant || val.producer < 0) continue;
+    for (const ValueId in : node(val.producer).inputs) todo.push_back(in);
+  }
+  std::vector<ValueId> out;
+  for (const ValueId in : inputs)
+    if (seen[static_cast<std::size_t>(in)] && !value(in).constant) out.push_back(in);
+  return out;
 }
 
 std::vector<NodeId> Graph::topo_order() const {

@@ -21,15 +21,30 @@ class GraphError : public std::runtime_error {
   using std::runtime_error::runtime_error;
 };
 
-enum class ElemType : std::uint8_t { kUndefined, kFloat32, kFloat16, kBFloat16, kFloat64, kInt64, kInt32, kInt16, kInt8, kUint8, kBool };
+enum class ElemType : std::uint8_t {
+  kUndefined,
+  kFloat32,
+  kFloat16,
+  kBFloat16,
+  kFloat64,
+  kInt64,
+  kInt32,
+  kInt16,
+  kInt8,
+  kUint8,
+  kUint32,
+  kUint64,
+  kBool
+};
 std::string_view elem_name(ElemType t);
 std::size_t elem_bytes(ElemType t);  // 0 for kUndefined
 // The device element type of a float ElemType (float32, float16, bfloat16); none for the others.
 std::optional<hw::isa::DType> device_dtype(ElemType t);
 ElemType elem_type_of(hw::isa::DType t);
 // The device element type a value of type t is stored in: the float types as they are, bool as int8 (0 or 1, one
-// byte as CANN's bool), int64 / int32 / int16 / int8 / uint8 as int32 (indices, ids and masks; an int64 value
-// outside int32 is refused where it crosses to the device); none for float64 and undefined.
+// byte as CANN's bool), int64 / int32 / int16 / int8 / uint8 / uint32 / uint64 as int32 (indices, ids and masks; an
+// int64 value outside int32 is refused where it crosses to the device), float64 as float32 (rounded to nearest where it
+// crosses: the AI core has no float64 arithmetic); none for undefined.
 std::optional<hw::isa::DType> storage_dtype(ElemType t);
 // Host data of type `type` as the bytes of storage_dtype(type) (int64 narrowed to int32), and back; InputError
 // naming `what` and the element for a value that does not fit.
@@ -145,6 +160,8 @@ class Graph {
 
   std::vector<ValueId> inputs, outputs;
 
+  // The graph inputs `v` is computed from (itself when it is one), in the order of `inputs`.
+  std::vector<ValueId> inputs_reaching(ValueId v) const;
   // Live nodes in an order where every producer comes before its consumers; throws GraphError on a cycle.
   std::vector<NodeId> topo_order() const;
   // Checks the structure: inputs that exist and are produced (by a node, a graph input or a constant), values with

@@ -3,9 +3,10 @@
 // output once instead of once per node. This is the graph engine's vector-fusion target (fuse_elementwise) and the
 // lowering of ONNX Where and of Pow with small integer exponents.
 //
-// The expression (-p expr=...) is a call tree over the inputs x0..x7 and numeric literals (inf, -inf allowed):
+// The expression (-p expr=...) is a call tree over the inputs x0..x7 and numeric literals (inf, -inf, nan allowed):
 //   binary   add sub mul div max min
-//   unary    neg exp log sqrt rsqrt abs reciprocal relu sigmoid tanh erf gelu gelu_tanh silu
+//   unary    neg exp log sqrt rsqrt abs reciprocal relu floor sigmoid tanh erf gelu gelu_tanh silu
+//            (floor: a cast to int32 rounding toward -inf and back, exact for |a| < 2^31)
 //   select   where(c, a, b) = c != 0 ? a : b
 //   compare  eq ne lt le gt ge (1 where it holds, else 0), isnan(a) = ne(a, a)
 //   logic    and or xor (of a != 0 and b != 0), not(a) = eq(a, 0)
@@ -55,6 +56,7 @@ enum class Fn : std::uint8_t {
   kAbs,
   kReciprocal,
   kRelu,
+  kFloor,
   kSigmoid,
   kTanh,
   kErf,
@@ -94,6 +96,7 @@ constexpr FnInfo kFns[] = {{"add", Fn::kAdd, 2},
                            {"abs", Fn::kAbs, 1},
                            {"reciprocal", Fn::kReciprocal, 1},
                            {"relu", Fn::kRelu, 1},
+                           {"floor", Fn::kFloor, 1},
                            {"sigmoid", Fn::kSigmoid, 1},
                            {"tanh", Fn::kTanh, 1},
                            {"erf", Fn::kErf, 1},
@@ -147,6 +150,7 @@ class Parser {
       while (i_ < s_.size() && (std::isalnum(static_cast<unsigned char>(s_[i_])) || s_[i_] == '_')) ++i_;
       const std::string word = s_.substr(start, i_ - start);
       if (word == "inf") return constant(INFINITY);
+      if (word == "nan") return constant(NAN);
       if (word.size() >= 2 && word[0] == 'x' && std::all_of(word.begin() + 1, word.end(), ::isdigit)) {
         const std::size_t k = std::stoul(word.substr(1));
         if (k >= kMaxInputs) fail("input " + word + ": at most " + std::to_string(kMaxInputs) + " inputs (x0..x7)");
@@ -333,8 +337,7 @@ class Compiler {
     switch (e->fn) {
       case Fn::kNeg: emit({EwInstr::Kind::kScalar, Fn::kMul, d, x, 0, 0, -1.0f}); break;
       case Fn::kExp: case Fn::kLog: case Fn::kSqrt: case Fn::kRsqrt: case Fn::kAbs: case Fn::kReciprocal: case Fn::kRelu:
-        emit({EwInstr::Kind::kUnary, e->fn, d, x, 0, 0, 0});
-        break;
+      case Fn::kFloor: emit({EwInstr::Kind::kUnary, e->fn, d, x, 0, 0, 0}); break;
       default:  // composite activations run in place on the destination, with scratch registers
         if (d != x) emit({EwInstr::Kind::kCopy, Fn::kAdd, d, x, 0, 0, 0});
         emit({EwInstr::Kind::kActivate, e->fn, d, 0, 0, 0, 0});
@@ -424,6 +427,10 @@ void run_program(const EwProgram& p, const std::vector<LocalTensor<float>>& r, c
           case Fn::kRsqrt: Rsqrt(d, a, len); break;
           case Fn::kAbs: Abs(d, a, len); break;
           case Fn::kReciprocal: Reciprocal(d, a, len); break;
+          case Fn::kFloor:  // through int32 in the destination's own bytes
+            Cast(d.ReinterpretCast<std::int32_t>(), a, RoundMode::CAST_FLOOR, len);
+            Cast(d, d.ReinterpretCast<std::int32_t>(), RoundMode::CAST_NONE, len);
+            break;
           default: Relu(d, a, len); break;
         }
         break;
@@ -595,6 +602,7 @@ double eval(const Expr& e, const std::vector<double>& x) {
     case Fn::kAbs: return std::fabs(arg(0));
     case Fn::kReciprocal: return 1.0 / arg(0);
     case Fn::kRelu: return std::max(arg(0), 0.0);
+    case Fn::kFloor: return std::floor(arg(0));
     case Fn::kWhere: return arg(0) != 0 ? arg(1) : arg(2);
     case Fn::kEq: return arg(0) == arg(1);
     case Fn::kNe: return arg(0) != arg(1);

@@ -39,7 +39,8 @@ double source(const ResizeCall& c, double o, double in, double out, double scale
   switch (c.coord) {
     case ResizeCoord::kHalfPixel: return (o + 0.5) / scale - 0.5;
     case ResizeCoord::kPytorchHalfPixel: return out > 1 ? (o + 0.5) / scale - 0.5 : 0.0;
-    case ResizeCoord::kAlignCorners: return out > 1 ? o * (in - 1) / (out - 1) : 0.0;
+    // The resized length is in x scale, unrounded, as ONNX's reference has it (out itself when sizes are given).
+    case ResizeCoord::kAlignCorners: return out > 1 ? o * (in - 1) / (in * scale - 1) : 0.0;
     case ResizeCoord::kAsymmetric: return o / scale;
   }
   return 0;

@@ -47,6 +47,19 @@ TEST(OpIndex, MixedInputTypesAndIntegerOutputsMatchTheReference) {
   EXPECT_EQ(j["op"]["outputs"][0]["dtype"], "int8");
 }
 
+// floor (a cast to int32 toward -inf and back) of values with fractions of both signs, into fp32 and int32; a nan
+// literal selected (a NaN matches a NaN in the check). The ONNX node tests of Pow run floor on exponents.
+TEST(OpIndex, FloorAndNanMatchTheReference) {
+  for (const char* config : {"tiny", "910b"}) {
+    const std::string c = std::string(" -p shape=3x333 --config ") + config;
+    expect_passes("fused_elementwise -p expr='floor(mul(x0,7.3))' --dtype fp32" + c);
+    expect_passes("fused_elementwise -p expr='floor(mul(x0,100))' -p to=int32 --dtype fp16" + c);
+    expect_passes("fused_elementwise -p expr='where(gt(x0,0),nan,floor(x0))' --dtype fp32" + c);
+  }
+  const auto j = op_json("fused_elementwise -p expr='floor(x0)' -p shape=4096 --dtype fp32 --check");
+  EXPECT_EQ(j["check"]["max_abs_err"].get<double>(), 0.0) << "floor is exact";
+}
+
 TEST(OpIndex, GatherMatchesTheReference) {
   for (const char* config : {"tiny", "910b", "910"}) {
     // Small rows and many indices: tiles of 256 rows (their indices in the UB the stages leave).

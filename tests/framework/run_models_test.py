@@ -301,7 +301,7 @@ with tempfile.TemporaryDirectory() as d:
     # A shape mismatch inside the model: named by ONNX's strict shape inference, with the node.
     g = helper.make_graph([helper.make_node("MatMul", ["x", "w"], ["y"], name="proj")], "g",
                           [helper.make_tensor_value_info("x", TensorProto.FLOAT, [4, 8])],
-                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, None)],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 6])],
                           [numpy_helper.from_array(np.zeros((7, 3), np.float32), "w")])
     mismatch = os.path.join(d, "mismatch.onnx")
     onnx.save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), mismatch)
@@ -354,8 +354,23 @@ with tempfile.TemporaryDirectory() as d:
                            helper.make_tensor_value_info("n", TensorProto.FLOAT, [3, 5])])
     clash = os.path.join(d, "clash.onnx")
     save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), clash)
-    rc, _, err = run([clash, "--functional", "--outputs", os.path.join(d, "clash_out")])
-    check(rc == 1 and "output 0 is named 'output_1'" in err, f"output name clash: {rc} {err}")
+    # ONNX's test data names outputs output_K too (Split's tests: output_1, output_2...): output_K.pb is the K-th
+    # output by position, and an output named like another's positional file gets only its .npy by name.
+    clash_out = os.path.join(d, "clash_out")
+    clash_in = os.path.join(d, "clash_in")
+    os.makedirs(clash_in)
+    x = rng.uniform(-1, 1, (3, 5)).astype(np.float32)
+    np.save(os.path.join(clash_in, "a.npy"), x)
+    rc, _, err = run([clash, "--functional", "--inputs", clash_in, "--outputs", clash_out])
+    pos = []
+    for k in range(2):
+        t = TensorProto()
+        with open(os.path.join(clash_out, f"output_{k}.pb"), "rb") as f:
+            t.ParseFromString(f.read())
+        pos.append(numpy_helper.to_array(t))
+    check(rc == 0 and np.array_equal(pos[0], np.maximum(x, 0)) and np.array_equal(pos[1], -x) and
+          np.array_equal(np.load(os.path.join(clash_out, "output_1.npy")), np.maximum(x, 0)),
+          f"output name clash: {rc} {err}")
     # More tasks than the completion ring's 256 slots (issue 23): a 300-input Concat and a 1,000-node chain run
     # unfused, functional, and give NumPy's values.
     parts = [rng.uniform(-1, 1, (2, 3)).astype(np.float32) for _ in range(300)]
@@ -456,6 +471,35 @@ with tempfile.TemporaryDirectory() as d:
     check(rc == 0 and "tasks done" not in err, f"progress without --progress off a terminal: {err!r}")
     rc, _, err = run([os.path.join(d, "norm_block.onnx"), "--functional", "--outputs", os.path.join(pb_in, "x.pb")])
     check(rc == 1 and "x.pb: not a directory" in err, f"--outputs on a file: {rc} {err}")
+
+    # Inputs whose values decide shapes (a Slice's starts and ends, a Trilu's k) are bound from --inputs when
+    # compiling; the data input stays an input. Checked against NumPy; timing-only, the error names the input.
+    g = helper.make_graph([helper.make_node("Slice", ["x", "starts", "ends", "axes"], ["s"], name="cut"),
+                           helper.make_node("Trilu", ["s", "k"], ["t"], name="tri", upper=0),
+                           helper.make_node("Pow", ["t", "e"], ["y"], name="pw")], "bind",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [6, 9]),
+                           helper.make_tensor_value_info("starts", TensorProto.INT64, [1]),
+                           helper.make_tensor_value_info("ends", TensorProto.INT64, [1]),
+                           helper.make_tensor_value_info("k", TensorProto.INT64, []),
+                           helper.make_tensor_value_info("e", TensorProto.FLOAT, [1])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [6, 6])],
+                          [numpy_helper.from_array(np.array([1], np.int64), "axes")])
+    bind = os.path.join(d, "bind.onnx")
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), bind)
+    bind_in, bind_out = os.path.join(d, "bind_in"), os.path.join(d, "bind_out")
+    os.makedirs(bind_in)
+    x = rng.uniform(-2, 2, (6, 9)).astype(np.float32)
+    for name, value in [("x", x), ("starts", np.array([2], np.int64)), ("ends", np.array([-1], np.int64)),
+                        ("k", np.array(-1, np.int64)), ("e", np.array([3.0], np.float32))]:
+        np.save(os.path.join(bind_in, f"{name}.npy"), value)
+    rc, out, err = run([bind, "--functional", "--inputs", bind_in, "--outputs", bind_out, "--json"])
+    want = np.tril(x[:, 2:-1], -1) ** 3
+    got = np.load(os.path.join(bind_out, "y.npy")) if rc == 0 else None
+    check(rc == 0 and got.shape == want.shape and np.allclose(got, want, rtol=1e-4, atol=1e-5) and
+          json.loads(out)["model"]["bound_inputs"] == ["starts", "ends", "k"], f"bound inputs: {rc} {err} {got}")
+    rc, _, err = run([bind])
+    check(rc == 1 and "starts must be a constant (it comes from the input 'starts'" in err and
+          "--functional --inputs DIR" in err, f"unbound shape input: {rc} {err}")
 
 print("failures:", len(failures))
 sys.exit(1 if failures else 0)

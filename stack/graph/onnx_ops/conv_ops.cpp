@@ -424,9 +424,11 @@ void add_conv_ops(std::vector<OpInfo>& table) {
   table.push_back(OpInfo::onnx("Resize", 1, 4)
                       .reads({"mode", "coordinate_transformation_mode", "nearest_mode", "antialias", "axes",
                               "keep_aspect_ratio_policy"})
+                      .needs_values_of({1, 2, 3})
                       .lowers(lower_resize, "`resize` (nearest or bilinear, the last two axes, in the tensor's type)"));
   table.push_back(OpInfo::onnx("Upsample", 1, 2)
                       .reads({"mode", "scales"})
+                      .needs_values_of({1})
                       .lowers(lower_resize, "`resize` with asymmetric coordinates and floor rounding"));
   table.push_back(OpInfo::onnx("BatchNormalization", 5, 5)
                       .reads({"epsilon", "training_mode"})

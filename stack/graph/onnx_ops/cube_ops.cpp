@@ -18,8 +18,7 @@ void lower_matmul(Lowerer& l, const Node& n) {
   const int o = l.out(n, 0);
   const bool gemm = n.op_type == "Gemm", fused = n.op_type == "MatMulBias";
   const bool ta = gemm && n.attr_int("transA", 0), tb = gemm && n.attr_int("transB", 0);
-  if (gemm && (n.attr_float("alpha", 1.0f) != 1.0f || n.attr_float("beta", 1.0f) != 1.0f))
-    l.fail(n, "alpha and beta must be 1");
+  const double alpha = gemm ? n.attr_float("alpha", 1.0f) : 1.0, beta = gemm ? n.attr_float("beta", 1.0f) : 1.0;
   const ops::Shape sa = l.t(a).desc.shape, sb = l.t(b).desc.shape;
   ops::MatMulCall call;
   std::uint64_t M = 0, K = 0, N = 0, batch = 1;
@@ -56,21 +55,38 @@ void lower_matmul(Lowerer& l, const Node& n) {
   a = l.to_half(n, a, cube, "a");
   b = l.to_half(n, b, cube, "b");
   std::vector<int> ins{a, b};
-  if ((gemm || fused) && n.inputs.size() > 2 && n.inputs[2] != kNoValue) {
-    const int c = l.in(n, 2);
-    if (ops::elements(l.t(c).desc.shape) != N) l.fail(n, "the bias must have N = " + std::to_string(N) + " elements");
+  const int c = (gemm || fused) && n.inputs.size() > 2 && n.inputs[2] != kNoValue && beta != 0.0 ? l.in(n, 2) : -1;
+  ops::Shape cs = c < 0 ? ops::Shape{} : l.t(c).desc.shape;
+  while (cs.size() > 1 && cs.front() == 1) cs.erase(cs.begin());
+  // A row of N (a bias) goes into the Cube's bias table; alpha, beta and any other C broadcast to M x N (a scalar,
+  // a column, a matrix) into one fused expression after the product: alpha * AB + beta * C.
+  const bool epilogue = alpha != 1.0 || (c >= 0 && (beta != 1.0 || cs != ops::Shape{N}));
+  if (fused && epilogue) l.fail(n, "the bias must have N = " + std::to_string(N) + " elements");
+  if (c >= 0 && !epilogue) {
     ins.push_back(l.to_half(n, c, cube, "bias"));
     call.bias = true;
   }
   int result = o;
-  if (l.t(o).desc.dtype != cube) result = l.temp(n.name + "/out_fp16", ops::TensorDesc{l.t(o).desc.shape, cube});
+  if (l.t(o).desc.dtype != cube || epilogue)
+    result = l.temp(n.name + "/out_fp16", ops::TensorDesc{l.t(o).desc.shape, cube});
   l.step(n, "matmul", call, ins, {result});
   // The op's own view of its inputs: A as M x K (K x M transposed), B as K x N (N x K), batched as [B, ...].
   std::vector<ops::Shape>& shapes = l.program().steps.back().shapes;
   shapes.push_back(batch > 1 ? ops::Shape{batch, M, K} : (ta ? ops::Shape{K, M} : ops::Shape{M, K}));
   shapes.push_back(batch > 1 ? ops::Shape{batch, K, N} : (tb ? ops::Shape{N, K} : ops::Shape{K, N}));
   if (ins.size() > 2) shapes.push_back(ops::Shape{N});
-  l.widen(n, result, o);
+  if (!epilogue) {
+    l.widen(n, result, o);
+    return;
+  }
+  std::string expr = alpha == 1.0 ? "x0" : "mul(x0," + num(alpha) + ")";
+  std::vector<int> terms{result};
+  if (c >= 0) {
+    terms.push_back(l.broadcast_operand(n, c, l.t(o).desc.shape));
+    expr = "add(" + expr + "," + (beta == 1.0 ? std::string("x1") : "mul(x1," + num(beta) + ")") + ")";
+  }
+  const std::optional<DType> to = l.t(o).desc.dtype == cube ? std::nullopt : std::optional<DType>(l.t(o).desc.dtype);
+  l.step(n, "fused_elementwise", ops::FusedElementwiseCall{expr, l.t(o).desc.shape, to}, terms, {o});
 }
 
 // A positive int attribute of at most 2^20 as a dim of the call.
@@ -134,7 +150,9 @@ void add_cube_ops(std::vector<OpInfo>& table) {
                               "equal leading batch dims)"));
   table.push_back(OpInfo::onnx("Gemm", 2, 3)
                       .reads({"transA", "transB", "alpha", "beta"})
-                      .lowers(lower_matmul, "`matmul` with `trans_a`, `trans_b` and the bias (alpha = beta = 1)"));
+                      .lowers(lower_matmul,
+                              "`matmul` with `trans_a`, `trans_b` and a bias row of N in the Cube; other alpha, beta "
+                              "and C (a scalar, a column, a matrix) as one `fused_elementwise` expression after it"));
   table.push_back(OpInfo::npusim("MatMulBias", 2, 3)
                       .reads({"act"})
                       .lowers(lower_matmul, "`matmul` with `bias` and `act` (none, relu, gelu, gelu_tanh)"));

@@ -395,12 +395,14 @@ void lower_transpose(Lowerer& l, const Node& n) {
 
 void add_data_movement(std::vector<OpInfo>& table) {
   table.push_back(OpInfo::onnx("Slice", 3, 5)
+                      .needs_values_of({1, 2, 3, 4})
                       .folds(fold_slice)
                       .lowers(lower_slice, "`slice` (positive steps; a strided copy job)"));
   table.push_back(
       OpInfo::onnx("Concat", 1, kVariadic).reads({"axis"}).folds(fold_concat).lowers(lower_concat, "`concat`"));
   table.push_back(OpInfo::onnx("Split", 1, 2)
                       .reads({"axis", "split"})
+                      .needs_values_of({1})
                       .lowers(lower_split, "`split` (sizes from the input, the attribute or the outputs' shapes)"));
   table.push_back(OpInfo::onnx("Gather", 2, 2)
                       .reads({"axis"})
@@ -414,7 +416,8 @@ void add_data_movement(std::vector<OpInfo>& table) {
                       .folds(fold_gather_nd)
                       .lowers(lower_gather_nd, "`gather` of the rows constant indices name (batch_dims 0)"));
   table.push_back(OpInfo::onnx("GatherElements", 2, 2).reads({"axis"}).folds(fold_gather_elements));
-  table.push_back(OpInfo::onnx("Expand", 2, 2).folds(fold_expand).lowers(lower_expand, "`expand`"));
+  table.push_back(
+      OpInfo::onnx("Expand", 2, 2).needs_values_of({1}).folds(fold_expand).lowers(lower_expand, "`expand`"));
   table.push_back(OpInfo::onnx("Transpose", 1, 1)
                       .reads({"perm"})
                       .folds(fold_transpose)

@@ -95,10 +95,29 @@ void lower_binary(Lowerer& l, const Node& n) {
   l.step(n, name, ops::Operands{}, {a, b}, {l.out(n, 0)});
 }
 
-// Pow with a constant exponent: x^2 as x * x, x^0.5 as sqrt, other small ones as one fused expression.
+// x^y in the fused_elementwise language, for any x and y: exp(y ln|x|), negated for a negative x and an odd
+// integer y, NaN for a negative x and a y that is not an integer, 1 for y = 0 (0^y: exp(-inf) = 0 for y > 0, inf
+// for y < 0, as C's pow). `integer`: the result is rounded to the nearest integer (an integer x^y computed through
+// exp and ln is off by a few ulps, and the integer conversion would truncate 728.99 to 728).
+std::string pow_expression(const std::string& x, const std::string& y, bool integer) {
+  std::string mag = "exp(mul(" + y + ",log(abs(" + x + "))))";
+  if (integer) mag = "floor(add(" + mag + ",0.5))";
+  const std::string whole = "eq(floor(" + y + ")," + y + ")";
+  const std::string odd = "ne(sub(" + y + ",mul(floor(mul(" + y + ",0.5)),2)),0)";
+  std::string negative = "where(" + whole + ",where(" + odd + ",neg(" + mag + ")," + mag + "),nan)";
+  return "where(eq(" + y + ",0),1,where(lt(" + x + ",0)," + negative + "," + mag + "))";
+}
+
+// Pow: constant exponents 2 as x * x, 0.5 as sqrt, other small ones as short expressions; any other exponent
+// (another constant, a tensor) as pow_expression.
 void lower_pow(Lowerer& l, const Node& n) {
   const Value& e = l.graph().value(n.inputs.at(1));
-  if (!e.constant || e.constant->elements() != 1) l.fail(n, "the exponent must be a constant scalar");
+  if (!e.constant || e.constant->elements() != 1) {
+    const bool integer = !hw::isa::is_float(l.t(l.out(n, 0)).desc.dtype);
+    l.expression(n, "Pow", {n.inputs[0], n.inputs[1]},
+                 [integer](const auto& a) { return pow_expression(a[0], a[1], integer); });
+    return;
+  }
   const double ex = e.constant->as_doubles()[0];
   const int x = l.in(n, 0);
   static const std::map<double, std::string> forms = {{1.0, "x0"},
@@ -116,7 +135,47 @@ void lower_pow(Lowerer& l, const Node& n) {
     l.step(n, "fused_elementwise", ops::FusedElementwiseCall{f->second, l.t(x).desc.shape, std::nullopt}, {x},
            {l.out(n, 0)});
   else
-    l.fail(n, "the exponent " + num(ex) + " is not supported (2, 0.5, 3, 4, 1.5, 1, -0.5, -1, -2 are)");
+    l.expression(n, "Pow", {n.inputs[0], n.inputs[1]}, [&](const auto& a) {
+      return pow_expression(a[0], a[1], !hw::isa::is_float(l.t(l.out(n, 0)).desc.dtype));
+    });
+}
+
+// Trilu: the upper (j - i >= k) or lower (j - i <= k) triangle of the last two dims, the rest zero.
+bool trilu_keeps(bool upper, std::int64_t k, std::int64_t i, std::int64_t j) {
+  return upper ? j - i >= k : j - i <= k;
+}
+
+std::vector<HostArray> fold_trilu(const FoldArgs& a) {
+  const HostArray& x = a.need(0);
+  const HostArray* kk = a.optional(1);
+  const std::int64_t k = kk && kk->size() > 0 ? kk->i.at(0) : 0;
+  const bool upper = a.node.attr_int("upper", 1) != 0;
+  if (x.shape.size() < 2) throw NoFold{};
+  const std::int64_t rows = x.shape[x.shape.size() - 2], cols = x.shape.back();
+  auto keep = [&](std::int64_t e) { return trilu_keeps(upper, k, (e / cols) % rows, e % cols); };
+  return {make(
+      x.type, x.shape, [&](std::int64_t e) { return keep(e) ? x.f[static_cast<std::size_t>(e)] : 0.0; },
+      [&](std::int64_t e) { return keep(e) ? x.i[static_cast<std::size_t>(e)] : 0; })};
+}
+
+// On the device: where(mask, x, 0) with the mask a constant [rows, cols] of bools that repeats over the leading dims
+// (a select, so inf and NaN outside the triangle become 0 too).
+void lower_trilu(Lowerer& l, const Node& n) {
+  const int x = l.in(n, 0), o = l.out(n, 0);
+  const ops::Shape s = l.t(x).desc.shape;
+  if (s.size() < 2) l.fail(n, "the input's rank is below 2");
+  const auto kv = l.ints_of(n, 1, "k");
+  const std::int64_t k = kv.empty() ? 0 : kv.at(0);
+  const bool upper = n.attr_int("upper", 1) != 0;
+  const std::uint64_t rows = s[s.size() - 2], cols = s.back();
+  const int mask = l.temp(n.name + "/mask", ops::TensorDesc{ops::Shape{rows, cols}, hw::isa::DType::kInt8});
+  l.t(mask).constant.resize(rows * cols);
+  for (std::uint64_t i = 0; i < rows; ++i)
+    for (std::uint64_t j = 0; j < cols; ++j)
+      l.t(mask).constant[i * cols + j] =
+          trilu_keeps(upper, k, static_cast<std::int64_t>(i), static_cast<std::int64_t>(j)) ? 1 : 0;
+  l.step(n, "fused_elementwise", ops::FusedElementwiseCall{"where(x1,x0,0)", s, std::nullopt}, {x, mask}, {o});
+  l.program().steps.back().kernel = "Trilu";
 }
 
 // The unary library op of the op's lower-case name.
@@ -212,7 +271,14 @@ void add_elementwise(std::vector<OpInfo>& table) {
                       .folds(binary_fold([](double a, double b) { return std::pow(a, b); }, int_pow, false))
                       .lowers(lower_pow,
                               "constant exponents: 2 as `mul(x, x)`, 0.5 as `sqrt`; 3, 4, 1.5, 1, -0.5, -1, "
-                              "-2 as one `fused_elementwise` expression"));
+                              "-2 as one `fused_elementwise` expression; any other exponent, a tensor too, as "
+                              "`exp(y ln|x|)` with the sign and the special cases of C's pow (rounded for "
+                              "integers)"));
+  table.push_back(OpInfo::onnx("Trilu", 1, 2)
+                      .reads({"upper"})
+                      .needs_values_of({1})
+                      .folds(fold_trilu)
+                      .lowers(lower_trilu, "`fused_elementwise` `where(mask, x, 0)` with a constant triangle mask"));
 
   auto variadic = [&](const char* type, const char* fn, FoldRule fold) {
     OpInfo op = OpInfo::onnx(type, 1, kVariadic)

@@ -7,7 +7,7 @@ namespace npusim::stack::graph::onnx_ops {
 
 bool integral(ElemType t) {
   return t == ElemType::kInt64 || t == ElemType::kInt32 || t == ElemType::kInt16 || t == ElemType::kInt8 ||
-         t == ElemType::kUint8 || t == ElemType::kBool;
+         t == ElemType::kUint8 || t == ElemType::kUint32 || t == ElemType::kUint64 || t == ElemType::kBool;
 }
 
 std::int64_t to_int(double v) {
@@ -40,7 +40,13 @@ Tensor to_tensor(const HostArray& a) {
       case ElemType::kFloat16:
       case ElemType::kBFloat16: hw::isa::store_float(p, *device_dtype(a.type), static_cast<float>(a.f[k])); break;
       case ElemType::kFloat64: std::memcpy(p, &a.f[k], 8); break;
-      case ElemType::kInt64: std::memcpy(p, &a.i[k], 8); break;
+      case ElemType::kInt64:
+      case ElemType::kUint64: std::memcpy(p, &a.i[k], 8); break;
+      case ElemType::kUint32: {
+        const auto v = static_cast<std::uint32_t>(a.i[k]);
+        std::memcpy(p, &v, 4);
+        break;
+      }
       case ElemType::kInt32: {
         const auto v = static_cast<std::int32_t>(a.i[k]);
         std::memcpy(p, &v, 4);

@@ -112,10 +112,18 @@ void Lowerer::view(const Node& n, ValueId out, int base) {
   t(o).desc.dtype = t(base).desc.dtype;
 }
 
+std::string Lowerer::from_inputs(ValueId v) const {
+  std::string names;
+  for (const ValueId in : g_.inputs_reaching(v)) names += (names.empty() ? "'" : ", '") + g_.value(in).name + "'";
+  if (names.empty()) return "";
+  return " (it comes from the input " + names +
+         ", whose value decides shapes: give it with --functional --inputs DIR, and npusim binds it when compiling)";
+}
+
 std::vector<std::int64_t> Lowerer::ints_of(const Node& n, std::size_t input, const std::string& what) const {
   if (input >= n.inputs.size() || n.inputs[input] == kNoValue) return {};
   const Value& v = g_.value(n.inputs[input]);
-  if (!v.constant) fail(n, what + " must be a constant");
+  if (!v.constant) fail(n, what + " must be a constant" + from_inputs(n.inputs[input]));
   return v.constant->as_ints();
 }
 
@@ -139,6 +147,15 @@ int Lowerer::expanded(const Node& n, int x, const ops::Shape& shape) {
   return e;
 }
 
+int Lowerer::broadcast_operand(const Node& n, int x, const ops::Shape& shape) {
+  ops::Shape xs = t(x).desc.shape;
+  while (xs.size() > 1 && xs.front() == 1) xs.erase(xs.begin());
+  if (ops::elements(xs) == 1 || xs.size() > shape.size() ||
+      !std::equal(xs.begin(), xs.end(), shape.end() - static_cast<std::ptrdiff_t>(xs.size())))
+    return expanded(n, x, shape);
+  return x;
+}
+
 void Lowerer::expression(const Node& n, const std::string& kernel, const std::vector<ValueId>& operands,
                          const std::function<std::string(const std::vector<std::string>&)>& build) {
   const std::string where = where_of(n);
@@ -153,12 +170,7 @@ void Lowerer::expression(const Node& n, const std::string& kernel, const std::ve
       args.push_back(num(val.constant->as_doubles()[0]));
       continue;
     }
-    int x = tensor(v, where);  // any element type: the kernel converts each input to fp32
-    ops::Shape xs = t(x).desc.shape;
-    while (xs.size() > 1 && xs.front() == 1) xs.erase(xs.begin());
-    if (ops::elements(xs) == 1 || xs.size() > shape.size() ||
-        !std::equal(xs.begin(), xs.end(), shape.end() - static_cast<std::ptrdiff_t>(xs.size())))
-      x = expanded(n, x, shape);
+    const int x = broadcast_operand(n, tensor(v, where), shape);  // any type: the kernel converts each to fp32
     args.push_back("x" + std::to_string(ins.size()));
     ins.push_back(x);
   }

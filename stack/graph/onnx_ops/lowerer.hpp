@@ -41,12 +41,19 @@ class Lowerer {
   void view(const Node& n, ValueId out, int base);
   // The integers of constant input `input` ({} when omitted); fails naming `what` when it is not a constant.
   std::vector<std::int64_t> ints_of(const Node& n, std::size_t input, const std::string& what) const;
+  // For an error about value `v` that must be a constant: the graph inputs it comes from, and how to bind them (""
+  // when there are none).
+  std::string from_inputs(ValueId v) const;
   // An axis of a rank-`rank` tensor as a non-negative one; fails when out of range.
   std::int64_t axis_in(const Node& n, std::int64_t axis, std::size_t rank) const;
   // The optional bias input `input` of a norm (LayerNorm's beta), or a constant row of h zeros in `dtype`.
   int bias_or_zeros(const Node& n, std::size_t input, std::uint64_t h, hw::isa::DType dtype);
   // `x` broadcast to `shape` by an expand step (itself when it already has that shape).
   int expanded(const Node& n, int x, const ops::Shape& shape);
+  // `x` as an operand of a fused_elementwise expression of output shape `shape`: itself when it repeats over the
+  // output's trailing dims, else expanded to `shape` first (a one-element tensor included: the kernel would cut its
+  // tiles to one element).
+  int broadcast_operand(const Node& n, int x, const ops::Shape& shape);
   // A node computed as one fused_elementwise expression over `operands`, in the output's element type: a scalar
   // constant becomes a literal, any other operand an input xK of its own type (bool and integer operands included:
   // the kernel converts each to fp32), expanded to the output shape first when it does not repeat over the

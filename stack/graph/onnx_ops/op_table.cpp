@@ -74,6 +74,23 @@ bool well_formed(const Node& n) {
   return true;
 }
 
+std::vector<ValueId> shape_deciding_inputs(const Graph& g) {
+  std::vector<bool> deciding(g.value_count(), false);
+  for (std::size_t id = 0; id < g.node_count(); ++id) {
+    const Node& n = g.node(static_cast<NodeId>(id));
+    const OpInfo* op = n.alive ? find_op(n) : nullptr;
+    if (!op) continue;
+    for (const std::size_t i : op->static_inputs) {
+      if (i >= n.inputs.size() || n.inputs[i] == kNoValue) continue;
+      for (const ValueId in : g.inputs_reaching(n.inputs[i])) deciding[static_cast<std::size_t>(in)] = true;
+    }
+  }
+  std::vector<ValueId> out;
+  for (const ValueId in : g.inputs)
+    if (deciding[static_cast<std::size_t>(in)]) out.push_back(in);
+  return out;
+}
+
 std::vector<std::string> lowered_op_types() {
   std::vector<std::string> keys;
   for (const OpInfo& op : op_table())

@@ -38,6 +38,9 @@ struct OpInfo {
   FoldRule fold;                     // empty: never folded
   bool fold_reads_constants = true;  // false: folds from static shapes or attributes (Shape, Size, Constant)
   LowerRule lower;                   // empty: not run on the device (folded on the host or refused)
+  // Inputs whose values the rules need at compile time (a shape, axes, sizes, starts, k): they decide the output's
+  // shape or its structure, so they must fold to constants (a graph input they come from is bound from its data).
+  std::vector<std::size_t> static_inputs;
   std::string lowered_to;            // what the lowering makes of it, for docs/graph.md
 
   std::string key() const { return domain.empty() ? type : domain + "." + type; }
@@ -74,6 +77,10 @@ struct OpInfo {
     fold_reads_constants = reads_constants;
     return *this;
   }
+  OpInfo& needs_values_of(std::vector<std::size_t> inputs) {
+    static_inputs = std::move(inputs);
+    return *this;
+  }
   OpInfo& lowers(LowerRule rule, const std::string& what) {
     lower = std::move(rule);
     lowered_to = what;
@@ -95,6 +102,9 @@ const OpInfo* find_op(const Node& n);
 // Whether n has every input its op always takes and an output (ONNX's checks may let a malformed node through; the
 // passes index inputs by position, and the lowering reports the node by name). Unknown ops: one input.
 bool well_formed(const Node& n);
+// The graph inputs whose values decide shapes or structure in `g`: those a live node's static input (OpInfo::
+// static_inputs) is computed from, in the order of g.inputs.
+std::vector<ValueId> shape_deciding_inputs(const Graph& g);
 // The keys ("Add", "npusim.FlashAttention"...) of the ops the lowering runs.
 std::vector<std::string> lowered_op_types();
 // docs/graph.md's table of ops, their attributes, folding and lowering.

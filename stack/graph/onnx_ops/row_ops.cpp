@@ -129,7 +129,10 @@ void add_row_ops(std::vector<OpInfo>& table) {
                               "Mean/InvStdDev outputs as fp32 with `stats`)"));
   const std::string reduce_text =
       "`reduce_sum`, `reduce_mean`, `reduce_max` over one axis (keepdims or not: a view of the result)";
-  table.push_back(OpInfo::onnx("ReduceSum", 1, 2).reads({"axes", "keepdims"}).lowers(lower_reduce, reduce_text));
+  table.push_back(OpInfo::onnx("ReduceSum", 1, 2)
+                      .reads({"axes", "keepdims"})
+                      .needs_values_of({1})
+                      .lowers(lower_reduce, reduce_text));
   table.push_back(OpInfo::onnx("ReduceMean", 1, 1).reads({"axes", "keepdims"}).lowers(lower_reduce, reduce_text));
   table.push_back(OpInfo::onnx("ReduceMax", 1, 1).reads({"axes", "keepdims"}).lowers(lower_reduce, reduce_text));
 }

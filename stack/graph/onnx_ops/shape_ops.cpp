@@ -174,13 +174,16 @@ void lower_cast(Lowerer& l, const Node& n) {
 void add_shape_ops(std::vector<OpInfo>& table) {
   const std::string view = "a view: the same buffer under the output's shape";
   auto view_op = [&](const char* type, std::size_t min_inputs, std::size_t max_inputs, std::vector<std::string> attrs) {
-    table.push_back(
-        OpInfo::onnx(type, min_inputs, max_inputs).reads(std::move(attrs)).folds(fold_view).lowers(lower_view, view));
+    table.push_back(OpInfo::onnx(type, min_inputs, max_inputs)
+                        .reads(std::move(attrs))
+                        .needs_values_of(max_inputs > 1 ? std::vector<std::size_t>{1} : std::vector<std::size_t>{})
+                        .folds(fold_view)
+                        .lowers(lower_view, view));
   };
   view_op("Identity", 1, 1, {});
-  view_op("Reshape", 2, 2, {"allowzero"});
+  view_op("Reshape", 2, 2, {"allowzero"});  // the shape
   view_op("Flatten", 1, 1, {"axis"});
-  view_op("Squeeze", 1, 2, {"axes"});
+  view_op("Squeeze", 1, 2, {"axes"});  // the axes
   view_op("Unsqueeze", 1, 2, {"axes"});
   table.push_back(OpInfo::onnx("Constant", 0, 0)
                       .reads({"value", "value_float", "value_floats", "value_int", "value_ints"})
@@ -190,8 +193,9 @@ void add_shape_ops(std::vector<OpInfo>& table) {
                               "form; integer constants stay on the host)"));
   table.push_back(OpInfo::onnx("Shape", 1, 1).reads({"start", "end"}).folds(fold_shape, false));
   table.push_back(OpInfo::onnx("Size", 1, 1).folds(fold_shape, false));
-  table.push_back(OpInfo::onnx("ConstantOfShape", 1, 1).reads({"value"}).folds(fold_constant_of_shape));
-  table.push_back(OpInfo::onnx("Range", 3, 3).folds(fold_range));
+  table.push_back(
+      OpInfo::onnx("ConstantOfShape", 1, 1).reads({"value"}).needs_values_of({0}).folds(fold_constant_of_shape));
+  table.push_back(OpInfo::onnx("Range", 3, 3).needs_values_of({0, 1, 2}).folds(fold_range));
   table.push_back(OpInfo::onnx("Cast", 1, 1)
                       .reads({"to"})
                       .folds(fold_cast)
