@@ -42,11 +42,20 @@ NpyArray read_npy(const std::string& path) {
     a.file_type = stack::graph::ElemType::kInt64;
   else if (descr.find("'<f8'") != std::string::npos)
     a.file_type = stack::graph::ElemType::kFloat64;
+  else if (descr.find("'<i2'") != std::string::npos)
+    a.file_type = stack::graph::ElemType::kInt16;
+  else if (descr.find("'|u1'") != std::string::npos)
+    a.file_type = stack::graph::ElemType::kUint8;
+  else if (descr.find("'<u4'") != std::string::npos)
+    a.file_type = stack::graph::ElemType::kUint32;
+  else if (descr.find("'<u8'") != std::string::npos)
+    a.file_type = stack::graph::ElemType::kUint64;
   else if (descr.find("'|b1'") != std::string::npos)
     a.file_type = stack::graph::ElemType::kBool;
   else
-    throw InputError(path + ": element type " + descr.substr(0, descr.find(',')) +
-                     " is not float32, float16, uint16 (bfloat16 bits), int32, int8, int64, float64 or bool");
+    throw InputError(
+        path + ": element type " + descr.substr(0, descr.find(',')) +
+        " is not float32, float16, uint16 (bfloat16 bits), float64, int8 to int64, uint8, uint32, uint64 or bool");
   if (a.file_type != stack::graph::ElemType::kUndefined) a.dtype = *stack::graph::storage_dtype(a.file_type);
   if (field("fortran_order").find("True") < field("fortran_order").find(',')) throw InputError(path + ": Fortran order is not supported");
   const std::string shape = field("shape");

@@ -105,18 +105,26 @@ graph::Tensor read_input(const std::string& path) {
 
 // The bytes of program input `pt` from its file's tensor `t`, in the device's storage type; an error naming the
 // input and the file when the type or shape differs from the model's.
-std::vector<std::uint8_t> device_input(const graph::ProgramTensor& pt, const graph::Tensor& t,
-                                       const std::string& path) {
+std::vector<std::uint8_t> device_input(const graph::ProgramTensor& pt, graph::Tensor t, const std::string& path) {
   const std::string what = "input '" + pt.name + "' (" + path + ")";
+  if (pt.type == graph::ElemType::kBool && t.type != graph::ElemType::kBool &&
+      graph::storage_dtype(t.type) == hw::isa::DType::kInt32) {  // integers for a bool input: x != 0
+    const std::vector<std::int64_t> v = t.as_ints();
+    t.bytes.assign(v.size(), 0);
+    for (std::size_t i = 0; i < v.size(); ++i) t.bytes[i] = v[i] != 0;
+    t.type = graph::ElemType::kBool;
+  }
   const auto dt = graph::storage_dtype(t.type);
   if (!dt) throw InputError(what + ": element type " + std::string(graph::elem_name(t.type)) + " has no device form");
   ops::Shape shape;
   for (auto d : t.shape) shape.push_back(static_cast<std::uint64_t>(d));
   if (shape.empty()) shape = {1};  // a rank-0 array: the program holds scalars as one element
-  if (*dt != pt.desc.dtype || shape != pt.desc.shape)
+  if (*dt != pt.desc.dtype || shape != pt.desc.shape) {
+    const auto own = graph::device_dtype(t.type);  // the file's type as the device names it, else its own name
     throw InputError(what + ": expected " + ops::shape_string(pt.desc.shape) + " " +
                      std::string(hw::isa::dtype_name(pt.desc.dtype)) + ", got " + ops::shape_string(shape) + " " +
-                     std::string(hw::isa::dtype_name(*dt)));
+                     std::string(own ? hw::isa::dtype_name(*own) : graph::elem_name(t.type)));
+  }
   return graph::to_storage(t.type, t.bytes, what);
 }
 

@@ -311,7 +311,7 @@ ValueId Graph::find_value(const std::string& name) const {
   return it == by_name_.end() ? kNoValue : it->second;
 }
 
-std::vector<ValueId> Graph::inputs_reaching(ValueId v) const {
+std::vector<ValueId> Graph::inputs_reaching(ValueId v, const std::function<bool(const Node&)>& through) const {
   std::vector<bool> seen(values_.size(), false);
   std::vector<ValueId> todo{v};
   while (!todo.empty()) {
@@ -320,7 +320,7 @@ std::vector<ValueId> Graph::inputs_reaching(ValueId v) const {
     if (x == kNoValue || seen[static_cast<std::size_t>(x)]) continue;
     seen[static_cast<std::size_t>(x)] = true;
     const Value& val = value(x);
-    if (val.constant || val.producer < 0) continue;
+    if (val.constant || val.producer < 0 || (through && !through(node(val.producer)))) continue;
     for (const ValueId in : node(val.producer).inputs) todo.push_back(in);
   }
   std::vector<ValueId> out;

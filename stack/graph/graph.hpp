@@ -4,6 +4,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <map>
 #include <optional>
 #include <stdexcept>
@@ -160,8 +161,9 @@ class Graph {
 
   std::vector<ValueId> inputs, outputs;
 
-  // The graph inputs `v` is computed from (itself when it is one), in the order of `inputs`.
-  std::vector<ValueId> inputs_reaching(ValueId v) const;
+  // The graph inputs `v` is computed from (itself when it is one), in the order of `inputs`; with `through`, only
+  // along producers for which it holds (a Shape node reads its input's shape, not its values).
+  std::vector<ValueId> inputs_reaching(ValueId v, const std::function<bool(const Node&)>& through = {}) const;
   // Live nodes in an order where every producer comes before its consumers; throws GraphError on a cycle.
   std::vector<NodeId> topo_order() const;
   // Checks the structure: inputs that exist and are produced (by a node, a graph input or a constant), values with

@@ -145,6 +145,13 @@ struct ReduceCall {
   std::int64_t axis = -1;
 };
 
+// cumsum along `axis` (negative: from the end), inclusive unless `exclusive`, from the end when `reverse`.
+struct CumSumCall {
+  static constexpr const char* kName = "CumSumCall";
+  std::int64_t axis = -1;
+  bool exclusive = false, reverse = false;
+};
+
 // Output dim k is input dim perm[k]; empty: swap the last two.
 struct TransposeCall {
   static constexpr const char* kName = "TransposeCall";
@@ -183,9 +190,10 @@ struct FusedElementwiseCall {
   std::optional<hw::isa::DType> to;  // the output's element type (none: the first float input's, else input 0's)
 };
 
-using Call = std::variant<Operands, CastCall, MatMulCall, Conv2dCall, PoolCall, ResizeCall, TransDataCall,
-                          FlashAttentionCall, PagedAttentionCall, SoftmaxCall, NormCall, RopeCall, ReduceCall,
-                          TransposeCall, SliceCall, ConcatCall, SplitCall, ExpandCall, FusedElementwiseCall>;
+using Call =
+    std::variant<Operands, CastCall, MatMulCall, Conv2dCall, PoolCall, ResizeCall, TransDataCall, FlashAttentionCall,
+                 PagedAttentionCall, SoftmaxCall, NormCall, RopeCall, ReduceCall, CumSumCall, TransposeCall, SliceCall,
+                 ConcatCall, SplitCall, ExpandCall, FusedElementwiseCall>;
 
 // The alternative's name ("NormCall"), for errors.
 const char* call_name(const Call& c);

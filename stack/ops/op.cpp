@@ -21,6 +21,7 @@ std::vector<OpDef> pool_ops();
 std::vector<OpDef> resize_ops();
 std::vector<OpDef> unary_ops();
 std::vector<OpDef> reduce_ops();
+std::vector<OpDef> cumsum_ops();
 std::vector<OpDef> transpose_ops();
 std::vector<OpDef> fused_ops();
 std::vector<OpDef> copy_ops();
@@ -171,6 +172,7 @@ const std::vector<OpDef>& all_ops() {
     for (auto& op : rows::row_ops()) v.push_back(std::move(op));
     for (auto& op : unary_ops()) v.push_back(std::move(op));
     for (auto& op : reduce_ops()) v.push_back(std::move(op));
+    for (auto& op : cumsum_ops()) v.push_back(std::move(op));
     for (auto& op : transpose_ops()) v.push_back(std::move(op));
     for (auto& op : copy_ops()) v.push_back(std::move(op));
     for (auto& op : gather_ops()) v.push_back(std::move(op));

@@ -501,5 +501,29 @@ with tempfile.TemporaryDirectory() as d:
     check(rc == 1 and "starts must be a constant (it comes from the input 'starts'" in err and
           "--functional --inputs DIR" in err, f"unbound shape input: {rc} {err}")
 
+    # CumSum as exporters write it: positions from an int64 attention mask (the last axis, [2, 16]), and a float
+    # tensor along its last and middle axes, reversed and exclusive; checked against NumPy.
+    mask = (rng.uniform(0, 1, (2, 16)) > 0.3).astype(np.int64)
+    xf = rng.uniform(-1, 1, (3, 40, 24)).astype(np.float32)
+    for name, x, axis, attrs, want in [
+            ("positions", mask, 1, {}, np.cumsum(mask, 1)),
+            ("last_axis", xf, 2, {"reverse": 1}, np.flip(np.cumsum(np.flip(xf, 2), 2), 2)),
+            ("middle_axis", xf, 1, {"exclusive": 1}, np.cumsum(xf, 1) - xf)]:
+        ty = TensorProto.INT64 if x.dtype == np.int64 else TensorProto.FLOAT
+        g = helper.make_graph([helper.make_node("CumSum", ["x", "axis"], ["y"], name="cs", **attrs)], name,
+                              [helper.make_tensor_value_info("x", ty, list(x.shape))],
+                              [helper.make_tensor_value_info("y", ty, list(x.shape))],
+                              [numpy_helper.from_array(np.array(axis, np.int64), "axis")])
+        path = os.path.join(d, f"cumsum_{name}.onnx")
+        save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), path)
+        cin, cout = os.path.join(d, f"cumsum_{name}_in"), os.path.join(d, f"cumsum_{name}_out")
+        os.makedirs(cin)
+        np.save(os.path.join(cin, "x.npy"), x)
+        rc, out, err = run([path, "--functional", "--inputs", cin, "--outputs", cout, "--json"])
+        got = np.load(os.path.join(cout, "y.npy")) if rc == 0 else None
+        kernels = [t["name"] for t in json.loads(out)["tasks"] if t["type"] == "kernel"] if rc == 0 else []
+        check(rc == 0 and got.dtype == want.dtype and np.allclose(got, want, atol=1e-5) and "Cumsum" in kernels,
+              f"CumSum {name}: {rc} {err} {kernels}")
+
 print("failures:", len(failures))
 sys.exit(1 if failures else 0)

@@ -97,13 +97,16 @@ void lower_binary(Lowerer& l, const Node& n) {
 
 // x^y in the fused_elementwise language, for any x and y: exp(y ln|x|), negated for a negative x and an odd
 // integer y, NaN for a negative x and a y that is not an integer, 1 for y = 0 (0^y: exp(-inf) = 0 for y > 0, inf
-// for y < 0, as C's pow). `integer`: the result is rounded to the nearest integer (an integer x^y computed through
-// exp and ln is off by a few ulps, and the integer conversion would truncate 728.99 to 728).
+// for y < 0, as C's pow). A |y| of 2^24 or more is a whole even number (fp32 has no fraction there, and floor's cast
+// to int32 would saturate). `integer`: where y is whole the result is rounded to the nearest integer (x^y computed
+// through exp and ln is off by a few ulps, and the conversion to the integer output truncates 728.99 to 728);
+// elsewhere the conversion truncates, as ONNX's reference does.
 std::string pow_expression(const std::string& x, const std::string& y, bool integer) {
+  const std::string big = "ge(abs(" + y + "),16777216)";
+  const std::string whole = "or(eq(floor(" + y + ")," + y + ")," + big + ")";
+  const std::string odd = "and(not(" + big + "),ne(sub(" + y + ",mul(floor(mul(" + y + ",0.5)),2)),0))";
   std::string mag = "exp(mul(" + y + ",log(abs(" + x + "))))";
-  if (integer) mag = "floor(add(" + mag + ",0.5))";
-  const std::string whole = "eq(floor(" + y + ")," + y + ")";
-  const std::string odd = "ne(sub(" + y + ",mul(floor(mul(" + y + ",0.5)),2)),0)";
+  if (integer) mag = "where(" + whole + ",floor(add(" + mag + ",0.5))," + mag + ")";
   std::string negative = "where(" + whole + ",where(" + odd + ",neg(" + mag + ")," + mag + "),nan)";
   return "where(eq(" + y + ",0),1,where(lt(" + x + ",0)," + negative + "," + mag + "))";
 }

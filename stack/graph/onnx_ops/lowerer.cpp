@@ -99,6 +99,12 @@ std::vector<std::uint8_t> Lowerer::convert(const Tensor& c, DType to) {
   return out;
 }
 
+int Lowerer::reshaped(int x, const ops::Shape& shape, const std::string& name) {
+  const int r = temp(name, ops::TensorDesc{shape, t(x).desc.dtype});
+  t(r).alias = t(x).alias >= 0 ? t(x).alias : x;
+  return r;
+}
+
 void Lowerer::step(const Node& n, const std::string& op, ops::Call call, std::vector<int> in, std::vector<int> out) {
   p_.steps.push_back(Step{n.name, op, std::move(call), std::move(in), std::move(out), {}, {}});
 }
@@ -114,7 +120,8 @@ void Lowerer::view(const Node& n, ValueId out, int base) {
 
 std::string Lowerer::from_inputs(ValueId v) const {
   std::string names;
-  for (const ValueId in : g_.inputs_reaching(v)) names += (names.empty() ? "'" : ", '") + g_.value(in).name + "'";
+  for (const ValueId in : g_.inputs_reaching(v, reads_values))
+    names += (names.empty() ? "'" : ", '") + g_.value(in).name + "'";
   if (names.empty()) return "";
   return " (it comes from the input " + names +
          ", whose value decides shapes: give it with --functional --inputs DIR, and npusim binds it when compiling)";
@@ -140,10 +147,11 @@ int Lowerer::bias_or_zeros(const Node& n, std::size_t input, std::uint64_t h, DT
   return zeros;
 }
 
-int Lowerer::expanded(const Node& n, int x, const ops::Shape& shape) {
-  if (t(x).desc.shape == shape) return x;
-  const int e = temp(n.name + "/" + t(x).name + "/expanded", ops::TensorDesc{shape, t(x).desc.dtype});
-  step(n, "expand", ops::ExpandCall{shape}, {x}, {e});
+int Lowerer::expanded(const Node& n, int x, const ops::Shape& to) {
+  if (t(x).desc.shape == to) return x;
+  ops::ExpandCall call{to};  // before temp(): `to` may be a tensor's shape, and temp() may move the tensors
+  const int e = temp(n.name + "/" + t(x).name + "/expanded", ops::TensorDesc{call.to, t(x).desc.dtype});
+  step(n, "expand", std::move(call), {x}, {e});
   return e;
 }
 

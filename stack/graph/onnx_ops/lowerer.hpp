@@ -29,6 +29,8 @@ class Lowerer {
   int out(const Node& n, std::size_t i);
   // A temporary the lowering adds.
   int temp(const std::string& name, ops::TensorDesc d);
+  // Program tensor x seen under another shape of as many elements (a temporary sharing its buffer).
+  int reshaped(int x, const ops::Shape& shape, const std::string& name);
   const ProgramTensor& t(int i) const { return p_.tensors[static_cast<std::size_t>(i)]; }
   ProgramTensor& t(int i) { return p_.tensors[static_cast<std::size_t>(i)]; }
   // The static shape of a value; InputError naming `where` for unknown, unbound, empty or too large shapes.
@@ -49,7 +51,7 @@ class Lowerer {
   // The optional bias input `input` of a norm (LayerNorm's beta), or a constant row of h zeros in `dtype`.
   int bias_or_zeros(const Node& n, std::size_t input, std::uint64_t h, hw::isa::DType dtype);
   // `x` broadcast to `shape` by an expand step (itself when it already has that shape).
-  int expanded(const Node& n, int x, const ops::Shape& shape);
+  int expanded(const Node& n, int x, const ops::Shape& to);
   // `x` as an operand of a fused_elementwise expression of output shape `shape`: itself when it repeats over the
   // output's trailing dims, else expanded to `shape` first (a one-element tensor included: the kernel would cut its
   // tiles to one element).

@@ -74,6 +74,11 @@ bool well_formed(const Node& n) {
   return true;
 }
 
+bool reads_values(const Node& n) {
+  const OpInfo* op = find_op(n);
+  return !op || !op->fold || op->fold_reads_constants;
+}
+
 std::vector<ValueId> shape_deciding_inputs(const Graph& g) {
   std::vector<bool> deciding(g.value_count(), false);
   for (std::size_t id = 0; id < g.node_count(); ++id) {
@@ -82,7 +87,8 @@ std::vector<ValueId> shape_deciding_inputs(const Graph& g) {
     if (!op) continue;
     for (const std::size_t i : op->static_inputs) {
       if (i >= n.inputs.size() || n.inputs[i] == kNoValue) continue;
-      for (const ValueId in : g.inputs_reaching(n.inputs[i])) deciding[static_cast<std::size_t>(in)] = true;
+      for (const ValueId in : g.inputs_reaching(n.inputs[i], reads_values))
+        deciding[static_cast<std::size_t>(in)] = true;
     }
   }
   std::vector<ValueId> out;

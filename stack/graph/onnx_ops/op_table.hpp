@@ -105,6 +105,8 @@ bool well_formed(const Node& n);
 // The graph inputs whose values decide shapes or structure in `g`: those a live node's static input (OpInfo::
 // static_inputs) is computed from, in the order of g.inputs.
 std::vector<ValueId> shape_deciding_inputs(const Graph& g);
+// Whether the values of n's inputs flow into its outputs' values (false for Shape and Size, which read shapes only).
+bool reads_values(const Node& n);
 // The keys ("Add", "npusim.FlashAttention"...) of the ops the lowering runs.
 std::vector<std::string> lowered_op_types();
 // docs/graph.md's table of ops, their attributes, folding and lowering.

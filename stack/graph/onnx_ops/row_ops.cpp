@@ -1,6 +1,7 @@
-// Row ops: Softmax and LogSoftmax, LayerNormalization and the one-axis reductions, on the Vector units row by row.
+// Row ops: Softmax and LogSoftmax, LayerNormalization, the one-axis reductions and CumSum, on the Vector units.
 #include <algorithm>
 
+#include "stack/graph/onnx_ops/host_array.hpp"
 #include "stack/graph/onnx_ops/lowerer.hpp"
 #include "stack/graph/onnx_ops/op_table.hpp"
 
@@ -113,6 +114,62 @@ void lower_reduce(Lowerer& l, const Node& n) {
   l.view(n, n.outputs[0], r);
 }
 
+std::vector<HostArray> fold_cumsum(const FoldArgs& a) {
+  const HostArray &x = a.need(0), &ax = a.need(1);
+  if (ax.size() != 1) throw NoFold{};
+  const auto axis = static_cast<std::size_t>(norm_axis(ax.i.at(0), static_cast<std::int64_t>(x.shape.size())));
+  const bool exclusive = a.node.attr_int("exclusive", 0) != 0, reverse = a.node.attr_int("reverse", 0) != 0;
+  const std::int64_t len = x.shape.at(axis), inner = strides_of(x.shape)[axis];
+  HostArray out = x;
+  for (std::int64_t base = 0; base < x.size(); ++base) {
+    if ((base / inner) % len != 0) continue;  // one running sum per (outer, inner) line, from its first element
+    double accf = 0;
+    std::int64_t acci = 0;
+    for (std::int64_t step = 0; step < len; ++step) {
+      const auto k = static_cast<std::size_t>(base + (reverse ? len - 1 - step : step) * inner);
+      if (x.is_int()) {
+        if (exclusive) out.i[k] = acci;
+        acci += x.i[k];
+        if (!exclusive) out.i[k] = acci;
+      } else {
+        if (exclusive) out.f[k] = accf;
+        accf += x.f[k];
+        if (!exclusive) out.f[k] = accf;
+      }
+    }
+  }
+  return {out};
+}
+
+// The `cumsum` op along the axis; along the last axis of a tensor of more than one row, between two transposes
+// ([outer, R] to [R, outer] and back), so that each step of the scan adds a row of `outer` elements, not one.
+void lower_cumsum(Lowerer& l, const Node& n) {
+  const int x = l.in(n, 0);
+  const ops::Shape s = l.t(x).desc.shape;
+  const auto av = l.ints_of(n, 1, "axis");
+  if (av.size() != 1) l.fail(n, "axis must hold one value");
+  const auto axis = static_cast<std::size_t>(l.axis_in(n, av[0], s.size()));
+  ops::CumSumCall c{static_cast<std::int64_t>(axis), n.attr_int("exclusive", 0) != 0, n.attr_int("reverse", 0) != 0};
+  const DType dt = l.t(x).desc.dtype;
+  if (!hw::isa::is_float(dt) && dt != DType::kInt32) l.fail(n, "the input is bool");
+  const std::uint64_t rows = ops::elements(s) / s[axis];
+  if (axis + 1 < s.size() || rows == 1) {
+    const int o = l.out(n, 0);
+    l.step(n, "cumsum", c, {x}, {o});
+    return;
+  }
+  const ops::Shape flat{rows, s[axis]}, across{s[axis], rows};
+  const int xv = l.reshaped(x, flat, n.name + "/rows");
+  const int xt = l.temp(n.name + "/transposed", ops::TensorDesc{across, dt});
+  l.step(n, "transpose", ops::TransposeCall{}, {xv}, {xt});
+  const int yt = l.temp(n.name + "/scanned", ops::TensorDesc{across, dt});
+  c.axis = 0;
+  l.step(n, "cumsum", c, {xt}, {yt});
+  const int y = l.temp(n.name + "/rows_out", ops::TensorDesc{flat, dt});
+  l.step(n, "transpose", ops::TransposeCall{}, {yt}, {y});
+  l.view(n, n.outputs[0], y);
+}
+
 }  // namespace
 
 void add_row_ops(std::vector<OpInfo>& table) {
@@ -135,6 +192,13 @@ void add_row_ops(std::vector<OpInfo>& table) {
                       .lowers(lower_reduce, reduce_text));
   table.push_back(OpInfo::onnx("ReduceMean", 1, 1).reads({"axes", "keepdims"}).lowers(lower_reduce, reduce_text));
   table.push_back(OpInfo::onnx("ReduceMax", 1, 1).reads({"axes", "keepdims"}).lowers(lower_reduce, reduce_text));
+  table.push_back(OpInfo::onnx("CumSum", 2, 2)
+                      .reads({"exclusive", "reverse"})
+                      .needs_values_of({1})
+                      .folds(fold_cumsum)
+                      .lowers(lower_cumsum,
+                              "`cumsum` (a running sum in fp32, streamed row by row); on the last axis between two "
+                              "`transpose`s"));
 }
 
 }  // namespace npusim::stack::graph::onnx_ops

@@ -23,6 +23,8 @@ _DEVICE_TO_NP = {v: k for k, v in _NP_TO_DEVICE.items()}
 def to_storage(a: np.ndarray, spec: dict) -> np.ndarray:
     """A model input's integer or bool array as the device stores it (int32, or int8 0/1), checked to fit; float
     arrays as they are."""
+    if spec.get("type") == "float64" and a.dtype == np.float64:  # crosses as float32 (rounded to nearest)
+        return a.astype(np.float32)
     if spec["dtype"] not in ("int32", "int8") or a.dtype.kind not in "biu":
         return a
     if spec["dtype"] == "int8":
@@ -36,8 +38,10 @@ def from_storage(a: np.ndarray, spec: dict) -> np.ndarray:
     """A model output the device stores as int32 or int8 in the model's own type (int64, bool...)."""
     if spec.get("type") == "bool":
         return a != 0
-    if spec.get("type") in ("int64", "int16", "int8", "uint8") and a.dtype.kind == "i":
+    if spec.get("type") in ("int64", "int16", "int8", "uint8", "uint32", "uint64") and a.dtype.kind == "i":
         return a.astype(spec["type"])
+    if spec.get("type") == "float64" and a.dtype == np.float32:  # float64 crosses as float32
+        return a.astype(np.float64)
     return a
 
 
