@@ -1,7 +1,8 @@
-// Data movement: Slice, Concat, Split, Gather, GatherND, GatherElements (host only), Expand and Transpose. On the
+// Data movement: Slice, Concat, Split, Gather, GatherND, GatherElements, Expand and Transpose. On the
 // device: strided copy jobs (stack/ops/copy.cpp), the transpose op and the gather op.
 #include <algorithm>
 #include <cstring>
+#include <functional>
 
 #include "stack/graph/onnx_ops/lowerer.hpp"
 #include "stack/graph/onnx_ops/op_table.hpp"
@@ -51,6 +52,12 @@ std::vector<HostArray> fold_slice(const FoldArgs& a) {
   })};
 }
 
+void gather_rows(Lowerer& l, const Node& n, int data, std::uint64_t rows, int idx, int o);
+int index_tensor(Lowerer& l, const Node& n, const std::vector<std::int64_t>& rows);
+
+// Slice: the `slice` op over the positive steps; an axis with a negative step is then walked backwards by a gather
+// of its rows in the order the step picks (the data seen as [outer x dim, inner] rows, as Gather on an inner axis
+// with constant indices runs).
 void lower_slice(Lowerer& l, const Node& n) {
   const int x = l.in(n, 0);
   const ops::Shape s = l.t(x).desc.shape;
@@ -62,14 +69,55 @@ void lower_slice(Lowerer& l, const Node& n) {
   if (starts.size() != axes.size() || ends.size() != axes.size() || steps.size() != axes.size())
     l.fail(n, "starts, ends, axes and steps differ in length");
   std::vector<std::int64_t> b(s.size(), 0), e(s.begin(), s.end()), st(s.size(), 1);
+  std::vector<std::pair<std::size_t, std::vector<std::int64_t>>> backwards;  // axis, the indices it picks
   for (std::size_t k = 0; k < axes.size(); ++k) {
     const auto d = static_cast<std::size_t>(l.axis_in(n, axes[k], s.size()));
-    if (steps[k] <= 0) l.fail(n, "negative steps are not supported");
+    if (steps[k] == 0) l.fail(n, "a step of 0");
+    if (steps[k] < 0) {  // ONNX's clamping for negative steps: start in [0, dim - 1], end in [-1, dim - 1]
+      const auto dim = static_cast<std::int64_t>(s[d]);
+      std::int64_t from = starts[k] < 0 ? starts[k] + dim : starts[k], to = ends[k] < 0 ? ends[k] + dim : ends[k];
+      from = std::clamp<std::int64_t>(from, 0, dim - 1);
+      to = std::clamp<std::int64_t>(to, -1, dim - 1);
+      std::vector<std::int64_t> picked;
+      for (std::int64_t i = from; i > to; i += steps[k]) picked.push_back(i);
+      backwards.emplace_back(d, std::move(picked));
+      continue;
+    }
     b[d] = starts[k];
     e[d] = std::min<std::int64_t>(ends[k], static_cast<std::int64_t>(s[d]));
     st[d] = steps[k];
   }
-  l.step(n, "slice", ops::SliceCall{b, e, st}, {x}, {l.out(n, 0)});
+  if (backwards.empty()) {
+    l.step(n, "slice", ops::SliceCall{b, e, st}, {x}, {l.out(n, 0)});
+    return;
+  }
+  int cur = x;
+  if (std::any_of(st.begin(), st.end(), [](std::int64_t v) { return v != 1; }) ||
+      b != std::vector<std::int64_t>(s.size(), 0) || e != std::vector<std::int64_t>(s.begin(), s.end())) {
+    ops::Shape fs = s;  // the forward slice's shape: the backward axes whole
+    for (std::size_t d = 0; d < s.size(); ++d) {
+      const std::int64_t dim = static_cast<std::int64_t>(s[d]);
+      const std::int64_t lo = std::clamp<std::int64_t>(b[d] < 0 ? b[d] + dim : b[d], 0, dim);
+      const std::int64_t hi = std::clamp<std::int64_t>(e[d] < 0 ? e[d] + dim : e[d], 0, dim);
+      fs[d] = hi > lo ? static_cast<std::uint64_t>((hi - lo + st[d] - 1) / st[d]) : 0;
+    }
+    cur = l.temp(n.name + "/forward", ops::TensorDesc{fs, l.t(x).desc.dtype});
+    l.step(n, "slice", ops::SliceCall{b, e, st}, {x}, {cur});
+  }
+  for (const auto& [d, picked] : backwards) {
+    ops::Shape cs = l.t(cur).desc.shape;
+    std::uint64_t outer = 1;
+    for (std::size_t i = 0; i < d; ++i) outer *= cs[i];
+    std::vector<std::int64_t> rows;
+    for (std::uint64_t o = 0; o < outer; ++o)
+      for (const std::int64_t i : picked) rows.push_back(static_cast<std::int64_t>(o * cs[d]) + i);
+    const std::uint64_t dim = cs[d];
+    cs[d] = picked.size();
+    const int next = l.temp(n.name + "/backward", ops::TensorDesc{cs, l.t(x).desc.dtype});
+    gather_rows(l, n, cur, outer * dim, index_tensor(l, n, rows), next);
+    cur = next;
+  }
+  l.view(n, n.outputs[0], cur);
 }
 
 std::vector<HostArray> fold_concat(const FoldArgs& a) {
@@ -223,10 +271,105 @@ void lower_gather(Lowerer& l, const Node& n) {
 
 // GatherND (batch_dims 0) with constant indices [..., k]: each index names a row of data seen as
 // [d0 x ... x d(k-1), inner]; one gather of those rows.
+// An int32 constant of `shape` with element k = f(k), for index arithmetic on the device; refused past 2^24 (the
+// fused_elementwise expressions it meets compute in fp32).
+int index_constant(Lowerer& l, const Node& n, const std::string& name, const ops::Shape& shape,
+                   const std::function<std::int64_t(std::uint64_t)>& f) {
+  const int t = l.temp(n.name + "/" + name, ops::TensorDesc{shape, hw::isa::DType::kInt32});
+  auto& bytes = l.t(t).constant;
+  bytes.resize(ops::elements(shape) * 4);
+  for (std::uint64_t k = 0; k < ops::elements(shape); ++k) {
+    const auto v = static_cast<std::int32_t>(f(k));
+    std::memcpy(&bytes[k * 4], &v, 4);
+  }
+  return t;
+}
+
+// GatherElements with indices from an input: each output element's flat position in the data, computed on the
+// device as one expression (the index, made non-negative, times the axis' stride, plus a constant for the
+// element's other coordinates), picks a one-element row of the data seen as [elements, 1] with the gather op.
+void lower_gather_elements(Lowerer& l, const Node& n) {
+  const int data = l.in(n, 0), idx = l.in(n, 1);
+  const ops::Shape ds = l.t(data).desc.shape, is = l.t(idx).desc.shape;
+  if (ds.size() != is.size()) l.fail(n, "the indices' rank differs from the data's");
+  const auto axis = static_cast<std::size_t>(l.axis_in(n, n.attr_int("axis", 0), ds.size()));
+  const std::uint64_t total = ops::elements(ds), count = ops::elements(is);
+  if (total >= (1U << 24)) l.fail(n, "the data has " + std::to_string(total) + " elements, at most 2^24 are indexed");
+  std::vector<std::uint64_t> dstride(ds.size(), 1), istride(is.size(), 1);
+  for (std::size_t d = ds.size(); d-- > 1;) {
+    dstride[d - 1] = dstride[d] * ds[d];
+    istride[d - 1] = istride[d] * is[d];
+  }
+  const int base = index_constant(l, n, "base", is, [&](std::uint64_t k) {
+    std::int64_t b = 0;
+    for (std::size_t d = 0; d < is.size(); ++d)
+      if (d != axis) b += static_cast<std::int64_t>((k / istride[d]) % is[d] * dstride[d]);
+    return b;
+  });
+  const int flat = l.temp(n.name + "/flat", ops::TensorDesc{ops::Shape{count}, hw::isa::DType::kInt32});
+  const std::string dim = std::to_string(ds[axis]), stride = std::to_string(dstride[axis]);
+  l.step(n, "fused_elementwise",
+         ops::FusedElementwiseCall{"add(mul(where(lt(x0,0),add(x0," + dim + "),x0)," + stride + "),x1)", is,
+                                   hw::isa::DType::kInt32},
+         {idx, base}, {flat});
+  const int picked = l.temp(n.name + "/picked", ops::TensorDesc{ops::Shape{count, 1}, l.t(data).desc.dtype});
+  gather_rows(l, n, data, total, flat, picked);
+  l.view(n, n.outputs[0], picked);
+}
+
+// GatherND with indices from an input (any batch_dims b): the row of each index tuple in the data seen as
+// [rows, inner] (rows: the batch dims and the K indexed dims; inner: the rest) computed on the device: the tuple's
+// entries made non-negative and times their strides (one expression), summed over K (reduce_sum), plus the batch
+// offset (a constant), as int32; then the gather op.
+void lower_gather_nd_input(Lowerer& l, const Node& n) {
+  const int data = l.in(n, 0), idx = l.in(n, 1), o = l.out(n, 0);
+  const ops::Shape ds = l.t(data).desc.shape, is = l.t(idx).desc.shape;
+  const auto b = static_cast<std::size_t>(n.attr_int("batch_dims", 0));
+  const std::size_t k = is.back();
+  if (b >= is.size() || k == 0 || b + k > ds.size())
+    l.fail(n, "the indices' last dim " + std::to_string(k) + " and batch_dims " + std::to_string(b) +
+                  " do not fit the data's rank");
+  std::uint64_t rows = 1, per_batch = 1;
+  for (std::size_t d = 0; d < b + k; ++d) rows *= ds[d];
+  for (std::size_t d = b; d < b + k; ++d) per_batch *= ds[d];
+  if (rows >= (1U << 24)) l.fail(n, "the data has " + std::to_string(rows) + " rows, at most 2^24 are indexed");
+  const ops::Shape tuples(is.begin(), is.end() - 1);
+  const std::uint64_t count = ops::elements(tuples);
+  const ops::Shape fp32_shape = tuples.empty() ? ops::Shape{1} : tuples;
+  const int dims = index_constant(l, n, "dims", ops::Shape{k}, [&](std::uint64_t j) { return ds[b + j]; });
+  const int strides = index_constant(l, n, "strides", ops::Shape{k}, [&](std::uint64_t j) {
+    std::int64_t st = 1;
+    for (std::size_t d = b + j + 1; d < b + k; ++d) st *= static_cast<std::int64_t>(ds[d]);
+    return st;
+  });
+  const int terms = l.temp(n.name + "/terms", ops::TensorDesc{is, hw::isa::DType::kFp32});
+  l.step(n, "fused_elementwise",
+         ops::FusedElementwiseCall{"mul(where(lt(x0,0),add(x0,x1),x0),x2)", is, hw::isa::DType::kFp32},
+         {idx, dims, strides}, {terms});
+  int sum = terms;
+  if (k > 1) {
+    sum = l.temp(n.name + "/sum", ops::TensorDesc{fp32_shape, hw::isa::DType::kFp32});
+    l.step(n, "reduce_sum", ops::ReduceCall{-1}, {terms}, {sum});
+  }
+  // The batch offset of tuple t: its first b coordinates' flat position times the rows a batch spans.
+  std::uint64_t inner_tuples = 1;
+  for (std::size_t d = b; d + 1 < is.size(); ++d) inner_tuples *= is[d];
+  const int offset = index_constant(l, n, "batch_offset", ops::Shape{count}, [&](std::uint64_t t) {
+    return static_cast<std::int64_t>(t / inner_tuples * per_batch);
+  });
+  const int flat = l.temp(n.name + "/rows", ops::TensorDesc{ops::Shape{count}, hw::isa::DType::kInt32});
+  const int sum_flat = l.reshaped(sum, ops::Shape{count}, n.name + "/sum_flat");
+  l.step(n, "fused_elementwise", ops::FusedElementwiseCall{"add(x0,x1)", ops::Shape{count}, hw::isa::DType::kInt32},
+         {sum_flat, offset}, {flat});
+  gather_rows(l, n, data, rows, flat, o);
+}
+
 void lower_gather_nd(Lowerer& l, const Node& n) {
-  if (n.attr_int("batch_dims", 0) != 0) l.fail(n, "batch_dims other than 0 is not supported");
   const Value& iv = l.graph().value(n.inputs.at(1));
-  if (!iv.constant) l.fail(n, "the indices must be constants");
+  if (!iv.constant || n.attr_int("batch_dims", 0) != 0) {
+    lower_gather_nd_input(l, n);
+    return;
+  }
   const int data = l.in(n, 0), o = l.out(n, 0);
   const ops::Shape ds = l.t(data).desc.shape;
   const std::vector<std::int64_t> idx = iv.constant->as_ints();
@@ -397,7 +540,9 @@ void add_data_movement(std::vector<OpInfo>& table) {
   table.push_back(OpInfo::onnx("Slice", 3, 5)
                       .needs_values_of({1, 2, 3, 4})
                       .folds(fold_slice)
-                      .lowers(lower_slice, "`slice` (positive steps; a strided copy job)"));
+                      .lowers(lower_slice,
+                              "`slice` (a strided copy job); an axis with a negative step then by a `gather` of its "
+                              "rows in reverse"));
   table.push_back(
       OpInfo::onnx("Concat", 1, kVariadic).reads({"axis"}).folds(fold_concat).lowers(lower_concat, "`concat`"));
   table.push_back(OpInfo::onnx("Split", 1, 2)
@@ -414,8 +559,15 @@ void add_data_movement(std::vector<OpInfo>& table) {
   table.push_back(OpInfo::onnx("GatherND", 2, 2)
                       .reads({"batch_dims"})
                       .folds(fold_gather_nd)
-                      .lowers(lower_gather_nd, "`gather` of the rows constant indices name (batch_dims 0)"));
-  table.push_back(OpInfo::onnx("GatherElements", 2, 2).reads({"axis"}).folds(fold_gather_elements));
+                      .lowers(lower_gather_nd,
+                              "`gather` of the rows constant indices name (batch_dims 0); indices from an input or "
+                              "batch_dims > 0: the rows computed on the device (`fused_elementwise`, `reduce_sum`)"));
+  table.push_back(OpInfo::onnx("GatherElements", 2, 2)
+                      .reads({"axis"})
+                      .folds(fold_gather_elements)
+                      .lowers(lower_gather_elements,
+                              "`gather` of one-element rows at flat positions one `fused_elementwise` expression "
+                              "computes from the indices"));
   table.push_back(
       OpInfo::onnx("Expand", 2, 2).needs_values_of({1}).folds(fold_expand).lowers(lower_expand, "`expand`"));
   table.push_back(OpInfo::onnx("Transpose", 1, 1)

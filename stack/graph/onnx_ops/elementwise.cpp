@@ -52,10 +52,33 @@ FoldRule unary_fold(double (*fd)(double), std::int64_t (*fi)(std::int64_t)) {
   };
 }
 
+// Integer Add, Sub, Mul, Div: one fused_elementwise expression (computed in fp32, so exact while the values stay
+// below 2^24; the conversion to the integer output truncates a quotient toward zero, as ONNX's Div does). uint8,
+// int8 and int16 live in int32 on the device: their results wrap into the type's range in the expression, so the
+// device holds what the model's type would.
+void lower_integer_binary(Lowerer& l, const Node& n) {
+  const ElemType type = l.graph().value(n.outputs[0]).type;
+  const double span = type == ElemType::kUint8 || type == ElemType::kInt8 ? 256 : type == ElemType::kInt16 ? 65536 : 0;
+  const double lo = type == ElemType::kUint8 ? 0 : -span / 2;
+  std::string fn = n.op_type;
+  std::transform(fn.begin(), fn.end(), fn.begin(), ::tolower);
+  l.expression(n, n.op_type, {n.inputs[0], n.inputs[1]}, [&](const auto& a) {
+    std::string e = fn + "(" + a[0] + "," + a[1] + ")";
+    if (span == 0) return e;
+    // e - span * floor((e - lo) / span): the representative in [lo, lo + span)
+    return "sub(" + e + ",mul(floor(mul(sub(" + e + "," + num(lo) + ")," + num(1.0 / span) + "))," + num(span) + "))";
+  });
+}
+
 // Add, Sub, Mul, Div: broadcasting of trailing dims or of a per-row scalar; Add and Mul swap operands; a scalar
-// constant becomes a row; Div(1, x) is reciprocal; any other numpy broadcast expands the inputs first.
+// constant becomes a row; Div(1, x) is reciprocal; any other numpy broadcast expands the inputs first. Integers:
+// lower_integer_binary.
 void lower_binary(Lowerer& l, const Node& n) {
   const std::string& op = n.op_type;
+  if (!hw::isa::is_float(l.t(l.out(n, 0)).desc.dtype)) {
+    lower_integer_binary(l, n);
+    return;
+  }
   int a = l.in(n, 0), b = l.in(n, 1);
   const ops::Shape sa = l.t(a).desc.shape, sb = l.t(b).desc.shape;
   auto trailing = [](ops::Shape small, const ops::Shape& big) {
@@ -254,7 +277,8 @@ std::int64_t int_div(std::int64_t a, std::int64_t b) {
 void add_elementwise(std::vector<OpInfo>& table) {
   const std::string binary_text =
       "`add`, `sub`, `mul`, `div`, broadcasting trailing dims or a per-row scalar (Add and Mul swap operands; a scalar "
-      "constant becomes a row; `Div(1, x)` is `reciprocal`; any other numpy broadcast expands the inputs first)";
+      "constant becomes a row; `Div(1, x)` is `reciprocal`; any other numpy broadcast expands the inputs first); "
+      "integers as one `fused_elementwise` expression (exact below 2^24; uint8, int8, int16 wrap)";
   auto binary = [&](const char* type, const char* fn, Fd fd, Fi fi) {
     table.push_back(OpInfo::onnx(type, 2, 2)
                         .in_expressions_as(fn)
@@ -275,7 +299,7 @@ void add_elementwise(std::vector<OpInfo>& table) {
                       .lowers(lower_pow,
                               "constant exponents: 2 as `mul(x, x)`, 0.5 as `sqrt`; 3, 4, 1.5, 1, -0.5, -1, "
                               "-2 as one `fused_elementwise` expression; any other exponent, a tensor too, as "
-                              "`exp(y ln|x|)` with the sign and the special cases of C's pow (rounded for "
+                              "`exp(y log(abs(x)))` with the sign and the special cases of C's pow (rounded for "
                               "integers)"));
   table.push_back(OpInfo::onnx("Trilu", 1, 2)
                       .reads({"upper"})
