@@ -85,6 +85,7 @@ Execution Executor::enqueue(runtime::Device& d, const std::vector<std::vector<st
     ex.first_execute_task = d.submitted();
     for (std::size_t k = 0; k < p_.inputs.size(); ++k) {
       const auto i = static_cast<std::size_t>(p_.inputs[k]);
+      if (p_.tensors[i].desc.bytes() == 0) continue;  // an empty tensor: nothing to copy
       d.memcpy_async(addr[i], functional ? inputs.at(k).data() : nullptr, p_.tensors[i].desc.bytes(), s0);
     }
     // The other streams start once the copies are in.
@@ -119,6 +120,7 @@ Execution Executor::enqueue(runtime::Device& d, const std::vector<std::vector<st
     for (std::size_t k = 0; k < p_.outputs.size(); ++k) {
       const auto i = static_cast<std::size_t>(p_.outputs[k]);
       if (functional) ex.outputs[k].resize(p_.tensors[i].desc.bytes());
+      if (p_.tensors[i].desc.bytes() == 0) continue;
       d.memcpy_async(functional ? ex.outputs[k].data() : nullptr, addr[i], p_.tensors[i].desc.bytes(), s0);
     }
     d.synchronize();

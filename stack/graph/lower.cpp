@@ -52,6 +52,20 @@ void lower_node(onnx_ops::Lowerer& l, const Node& n) {
     l.fail(n, std::to_string(n.inputs.size()) + " inputs, but " + op->key() + " takes at most " +
                   std::to_string(op->max_inputs));
   if (n.outputs.empty() || n.outputs[0] == kNoValue) l.fail(n, "has no output");
+  // Empty tensors (a dim of 0): a node whose outputs are all empty computes nothing, and no kernel takes one.
+  const Graph& g = l.graph();
+  auto empty = [&](ValueId v) {
+    const Value& val = g.value(v);
+    return val.shape && std::any_of(val.shape->begin(), val.shape->end(), [](const Dim& d) { return d.value == 0; });
+  };
+  if (std::all_of(n.outputs.begin(), n.outputs.end(), [&](ValueId o) { return o == kNoValue || empty(o); })) {
+    for (ValueId o : n.outputs)
+      if (o != kNoValue) l.tensor(o, "node '" + n.name + "'");
+    return;
+  }
+  for (ValueId in : n.inputs)
+    if (in != kNoValue && empty(in))
+      l.fail(n, "input '" + g.value(in).name + "' is empty (a dim of 0) and the output is not");
   op->lower(l, n);
 }
 

@@ -416,9 +416,8 @@ with tempfile.TemporaryDirectory() as d:
     # Issue 23's bar: a run of 10,000 tasks completes (timing-only).
     rc, out, err = run([chain_model(10000, os.path.join(d, "chain10k.onnx")), "--no-fusion", "--json"])
     check(rc == 0 and sum(t["type"] == "kernel" for t in json.loads(out)["tasks"]) == 10000, f"10,000-node chain: {rc} {err}")
-    # A 0 dim and dims whose product passes 2^64 (issue 23: both divided by zero, exit 136).
-    for dims, bind, want in (([0, 4], [], "value 'x' has a dim of 0 (empty tensors are not run)"),
-                             (["a", "b"], ["--dim", "a=4294967296", "--dim", "b=4294967296"], "has more than 2^53 elements")):
+    # Dims whose product passes 2^64 (issue 23: divided by zero, exit 136). (A 0 dim is an empty tensor: below.)
+    for dims, bind, want in ((["a", "b"], ["--dim", "a=4294967296", "--dim", "b=4294967296"], "has more than 2^53 elements"),):
         g = helper.make_graph([helper.make_node("Relu", ["x"], ["y"], name="r")], "g",
                               [helper.make_tensor_value_info("x", TensorProto.FLOAT, dims)],
                               [helper.make_tensor_value_info("y", TensorProto.FLOAT, dims)])
@@ -524,6 +523,27 @@ with tempfile.TemporaryDirectory() as d:
         kernels = [t["name"] for t in json.loads(out)["tasks"] if t["type"] == "kernel"] if rc == 0 else []
         check(rc == 0 and got.dtype == want.dtype and np.allclose(got, want, atol=1e-5) and "Cumsum" in kernels,
               f"CumSum {name}: {rc} {err} {kernels}")
+
+    # Empty tensors: a node whose outputs are all empty runs no kernel, and its output is written with its shape; a
+    # node that would make something of an empty input is refused naming it.
+    g = helper.make_graph([helper.make_node("Relu", ["e"], ["r"], name="relu_empty"),
+                           helper.make_node("Concat", ["e", "x"], ["c"], name="cat", axis=0)], "empty",
+                          [helper.make_tensor_value_info("e", TensorProto.FLOAT, [0, 3]),
+                           helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3])],
+                          [helper.make_tensor_value_info("r", TensorProto.FLOAT, [0, 3]),
+                           helper.make_tensor_value_info("c", TensorProto.FLOAT, [2, 3])])
+    empty_model = os.path.join(d, "empty.onnx")
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), empty_model)
+    rc, _, err = run([empty_model, "--functional"])
+    check(rc == 1 and "node 'cat'" in err and "input 'e' is empty (a dim of 0)" in err, f"empty input: {rc} {err}")
+    g = helper.make_graph([helper.make_node("Relu", ["e"], ["r"], name="relu_empty")], "empty_only",
+                          [helper.make_tensor_value_info("e", TensorProto.FLOAT, [0, 3])],
+                          [helper.make_tensor_value_info("r", TensorProto.FLOAT, [0, 3])])
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), empty_model)
+    empty_out = os.path.join(d, "empty_out")
+    rc, out, err = run([empty_model, "--functional", "--outputs", empty_out, "--json"])
+    check(rc == 0 and json.loads(out)["graph"]["kernels"] == 0 and
+          np.load(os.path.join(empty_out, "r.npy")).shape == (0, 3), f"empty output: {rc} {err}")
 
 print("failures:", len(failures))
 sys.exit(1 if failures else 0)

@@ -38,12 +38,11 @@ ops::Shape Lowerer::shape_of(const Value& v, const std::string& where) const {
     if (!d.known())
       throw InputError(where + ": value '" + v.name + "' has the unbound dim '" + d.str() + "' (use --dim " + d.str() +
                        "=SIZE)");
-    // Empty tensors have no kernels, and counts past ops::kMaxElements would wrap (both divided by zero).
-    if (d.value <= 0)
-      throw InputError(where + ": value '" + v.name + "' has a dim of " + std::to_string(d.value) +
-                       " (empty tensors are not run)");
+    // Counts past ops::kMaxElements would wrap. A dim of 0 is an empty tensor: no kernel reads or writes one
+    // (graph::lower gives a node whose outputs are all empty no step).
+    if (d.value < 0) throw InputError(where + ": value '" + v.name + "' has a dim of " + std::to_string(d.value));
     const auto size = static_cast<std::uint64_t>(d.value);
-    if (size > ops::kMaxElements / ops::elements(s))
+    if (size > 0 && ops::elements(s) > 0 && size > ops::kMaxElements / ops::elements(s))
       throw InputError(where + ": value '" + v.name + "' " + graph::dims_string(*v.shape) +
                        " has more than 2^53 elements");
     s.push_back(size);
