@@ -63,8 +63,8 @@ void lower_node(onnx_ops::Lowerer& l, const Node& n) {
       if (o != kNoValue) l.tensor(o, "node '" + n.name + "'");
     return;
   }
-  for (ValueId in : n.inputs)
-    if (in != kNoValue && empty(in))
+  for (ValueId in : n.inputs)  // data, not constants (an empty axes list, Resize's empty roi)
+    if (in != kNoValue && empty(in) && !g.value(in).constant)
       l.fail(n, "input '" + g.value(in).name + "' is empty (a dim of 0) and the output is not");
   op->lower(l, n);
 }

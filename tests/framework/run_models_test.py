@@ -545,5 +545,36 @@ with tempfile.TemporaryDirectory() as d:
     check(rc == 0 and json.loads(out)["graph"]["kernels"] == 0 and
           np.load(os.path.join(empty_out, "r.npy")).shape == (0, 3), f"empty output: {rc} {err}")
 
+    # An empty constant is a parameter, not data (torch's Resize export gives an empty roi).
+    g = helper.make_graph([helper.make_node("Resize", ["x", "roi", "scales"], ["y"], name="up", mode="nearest")],
+                          "resize_roi", [helper.make_tensor_value_info("x", TensorProto.FLOAT, [1, 2, 3, 4])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [1, 2, 6, 8])],
+                          [numpy_helper.from_array(np.zeros(0, np.float32), "roi"),
+                           numpy_helper.from_array(np.array([1, 1, 2, 2], np.float32), "scales")])
+    roi_model = os.path.join(d, "resize_roi.onnx")
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 13)]), roi_model)
+    rc, _, err = run([roi_model, "--functional"])
+    check(rc == 0, f"Resize with an empty roi: {rc} {err}")
+    # GatherElements with indices from an input: an index past the axis is refused by the gather kernel, not read
+    # from the next row.
+    g = helper.make_graph([helper.make_node("GatherElements", ["x", "i"], ["y"], name="ge", axis=1)], "ge",
+                          [helper.make_tensor_value_info("x", TensorProto.FLOAT, [2, 3]),
+                           helper.make_tensor_value_info("i", TensorProto.INT64, [2, 2])],
+                          [helper.make_tensor_value_info("y", TensorProto.FLOAT, [2, 2])])
+    ge_model, ge_in = os.path.join(d, "ge.onnx"), os.path.join(d, "ge_in")
+    save(helper.make_model(g, opset_imports=[helper.make_opsetid("", 17)]), ge_model)
+    os.makedirs(ge_in)
+    xg = rng.uniform(-1, 1, (2, 3)).astype(np.float32)
+    np.save(os.path.join(ge_in, "x.npy"), xg)
+    for idx, ok in ((np.array([[0, -1], [2, 1]]), True), (np.array([[0, 3], [1, 1]]), False)):
+        np.save(os.path.join(ge_in, "i.npy"), idx)
+        ge_out = os.path.join(d, f"ge_out_{ok}")
+        rc, _, err = run([ge_model, "--functional", "--inputs", ge_in, "--outputs", ge_out])
+        if ok:
+            check(rc == 0 and np.array_equal(np.load(os.path.join(ge_out, "y.npy")),
+                                             np.take_along_axis(xg, idx % 3, 1)), f"GatherElements: {rc} {err}")
+        else:
+            check(rc != 0 and "gather" in err and "index" in err, f"GatherElements out of range: {rc} {err}")
+
 print("failures:", len(failures))
 sys.exit(1 if failures else 0)

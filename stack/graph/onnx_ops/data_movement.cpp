@@ -173,7 +173,15 @@ void lower_split(Lowerer& l, const Node& n) {
       sizes.push_back(static_cast<std::int64_t>(l.t(outs.back()).desc.shape[static_cast<std::size_t>(axis)]));
   }
   sizes.resize(n.outputs.size());
-  l.step(n, "split", ops::SplitCall{axis, sizes}, {x}, outs);
+  // Zero-size parts are empty outputs: nothing to write, and the split op takes positive sizes.
+  std::vector<std::int64_t> kept;
+  std::vector<int> kept_outs;
+  for (std::size_t k = 0; k < sizes.size(); ++k)
+    if (sizes[k] != 0) {
+      kept.push_back(sizes[k]);
+      kept_outs.push_back(outs[k]);
+    }
+  l.step(n, "split", ops::SplitCall{axis, kept}, {x}, kept_outs);
 }
 
 std::vector<HostArray> fold_gather(const FoldArgs& a) {
@@ -269,10 +277,8 @@ void lower_gather(Lowerer& l, const Node& n) {
   gather_rows(l, n, data, outer * static_cast<std::uint64_t>(dim), index_tensor(l, n, rows), o);
 }
 
-// GatherND (batch_dims 0) with constant indices [..., k]: each index names a row of data seen as
-// [d0 x ... x d(k-1), inner]; one gather of those rows.
-// An int32 constant of `shape` with element k = f(k), for index arithmetic on the device; refused past 2^24 (the
-// fused_elementwise expressions it meets compute in fp32).
+// An int32 constant of `shape` with element k = f(k), for index arithmetic on the device (the callers keep the
+// values below 2^24: the fused_elementwise expressions they meet compute in fp32).
 int index_constant(Lowerer& l, const Node& n, const std::string& name, const ops::Shape& shape,
                    const std::function<std::int64_t(std::uint64_t)>& f) {
   const int t = l.temp(n.name + "/" + name, ops::TensorDesc{shape, hw::isa::DType::kInt32});
@@ -293,6 +299,10 @@ void lower_gather_elements(Lowerer& l, const Node& n) {
   const ops::Shape ds = l.t(data).desc.shape, is = l.t(idx).desc.shape;
   if (ds.size() != is.size()) l.fail(n, "the indices' rank differs from the data's");
   const auto axis = static_cast<std::size_t>(l.axis_in(n, n.attr_int("axis", 0), ds.size()));
+  for (std::size_t d = 0; d < ds.size(); ++d)
+    if (d != axis && is[d] > ds[d])
+      l.fail(n, "the indices' dim " + std::to_string(d) + " (" + std::to_string(is[d]) + ") exceeds the data's (" +
+                    std::to_string(ds[d]) + ")");
   const std::uint64_t total = ops::elements(ds), count = ops::elements(is);
   if (total >= (1U << 24)) l.fail(n, "the data has " + std::to_string(total) + " elements, at most 2^24 are indexed");
   std::vector<std::uint64_t> dstride(ds.size(), 1), istride(is.size(), 1);
@@ -307,11 +317,13 @@ void lower_gather_elements(Lowerer& l, const Node& n) {
     return b;
   });
   const int flat = l.temp(n.name + "/flat", ops::TensorDesc{ops::Shape{count}, hw::isa::DType::kInt32});
+  // An index outside [-dim, dim) becomes position `total`, which the gather kernel refuses (naming it), rather than
+  // a position in another row.
   const std::string dim = std::to_string(ds[axis]), stride = std::to_string(dstride[axis]);
-  l.step(n, "fused_elementwise",
-         ops::FusedElementwiseCall{"add(mul(where(lt(x0,0),add(x0," + dim + "),x0)," + stride + "),x1)", is,
-                                   hw::isa::DType::kInt32},
-         {idx, base}, {flat});
+  std::string expr = "where(or(lt(x0,-" + dim + "),ge(x0," + dim + ")),";
+  expr.append(std::to_string(total)).append(",add(mul(where(lt(x0,0),add(x0,").append(dim).append("),x0),");
+  expr.append(stride).append("),x1))");
+  l.step(n, "fused_elementwise", ops::FusedElementwiseCall{expr, is, hw::isa::DType::kInt32}, {idx, base}, {flat});
   const int picked = l.temp(n.name + "/picked", ops::TensorDesc{ops::Shape{count, 1}, l.t(data).desc.dtype});
   gather_rows(l, n, data, total, flat, picked);
   l.view(n, n.outputs[0], picked);
@@ -329,6 +341,8 @@ void lower_gather_nd_input(Lowerer& l, const Node& n) {
   if (b >= is.size() || k == 0 || b + k > ds.size())
     l.fail(n, "the indices' last dim " + std::to_string(k) + " and batch_dims " + std::to_string(b) +
                   " do not fit the data's rank");
+  for (std::size_t d = 0; d < b; ++d)
+    if (is[d] != ds[d]) l.fail(n, "batch dim " + std::to_string(d) + " of the indices differs from the data's");
   std::uint64_t rows = 1, per_batch = 1;
   for (std::size_t d = 0; d < b + k; ++d) rows *= ds[d];
   for (std::size_t d = b; d < b + k; ++d) per_batch *= ds[d];
@@ -336,15 +350,20 @@ void lower_gather_nd_input(Lowerer& l, const Node& n) {
   const ops::Shape tuples(is.begin(), is.end() - 1);
   const std::uint64_t count = ops::elements(tuples);
   const ops::Shape fp32_shape = tuples.empty() ? ops::Shape{1} : tuples;
-  const int dims = index_constant(l, n, "dims", ops::Shape{k}, [&](std::uint64_t j) { return ds[b + j]; });
-  const int strides = index_constant(l, n, "strides", ops::Shape{k}, [&](std::uint64_t j) {
+  // Each entry's dim and stride, laid out as the indices are (a [k] row would repeat every k elements, and the
+  // expression kernel cuts its tiles at each repetition).
+  const int dims = index_constant(l, n, "dims", is, [&](std::uint64_t e) { return ds[b + e % k]; });
+  const int strides = index_constant(l, n, "strides", is, [&](std::uint64_t e) {
     std::int64_t st = 1;
-    for (std::size_t d = b + j + 1; d < b + k; ++d) st *= static_cast<std::int64_t>(ds[d]);
+    for (std::size_t d = b + e % k + 1; d < b + k; ++d) st *= static_cast<std::int64_t>(ds[d]);
     return st;
   });
+  // An entry outside [-dim, dim) becomes `rows`, so the tuple's row is past the data and the gather kernel refuses it.
   const int terms = l.temp(n.name + "/terms", ops::TensorDesc{is, hw::isa::DType::kFp32});
   l.step(n, "fused_elementwise",
-         ops::FusedElementwiseCall{"mul(where(lt(x0,0),add(x0,x1),x0),x2)", is, hw::isa::DType::kFp32},
+         ops::FusedElementwiseCall{
+             "where(or(lt(x0,neg(x1)),ge(x0,x1))," + std::to_string(rows) + ",mul(where(lt(x0,0),add(x0,x1),x0),x2))",
+             is, hw::isa::DType::kFp32},
          {idx, dims, strides}, {terms});
   int sum = terms;
   if (k > 1) {
@@ -364,6 +383,8 @@ void lower_gather_nd_input(Lowerer& l, const Node& n) {
   gather_rows(l, n, data, rows, flat, o);
 }
 
+// GatherND (batch_dims 0) with constant indices [..., k]: each index names a row of data seen as
+// [d0 x ... x d(k-1), inner]; one gather of those rows. Otherwise lower_gather_nd_input.
 void lower_gather_nd(Lowerer& l, const Node& n) {
   const Value& iv = l.graph().value(n.inputs.at(1));
   if (!iv.constant || n.attr_int("batch_dims", 0) != 0) {

@@ -192,13 +192,14 @@ void add_row_ops(std::vector<OpInfo>& table) {
                       .lowers(lower_reduce, reduce_text));
   table.push_back(OpInfo::onnx("ReduceMean", 1, 1).reads({"axes", "keepdims"}).lowers(lower_reduce, reduce_text));
   table.push_back(OpInfo::onnx("ReduceMax", 1, 1).reads({"axes", "keepdims"}).lowers(lower_reduce, reduce_text));
-  table.push_back(OpInfo::onnx("CumSum", 2, 2)
-                      .reads({"exclusive", "reverse"})
-                      .needs_values_of({1})
-                      .folds(fold_cumsum)
-                      .lowers(lower_cumsum,
-                              "`cumsum` (a running sum in fp32, streamed row by row); on the last axis between two "
-                              "`transpose`s"));
+  table.push_back(
+      OpInfo::onnx("CumSum", 2, 2)
+          .reads({"exclusive", "reverse"})
+          .needs_values_of({1})
+          .folds(fold_cumsum)
+          .lowers(lower_cumsum,
+                  "`cumsum` (a running sum in fp32, streamed row by row: integers exact below 2^24); on the "
+                  "last axis between two `transpose`s"));
 }
 
 }  // namespace npusim::stack::graph::onnx_ops
