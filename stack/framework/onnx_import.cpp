@@ -56,7 +56,11 @@ Tensor tensor_of(const onnx::TensorProto& t, const std::string& what) {
   Tensor out;
   out.type = elem_type(t.data_type());
   if (out.type == ElemType::kUndefined)
-    throw InputError(what + ": tensor '" + t.name() + "' has an unsupported element type (" + std::to_string(t.data_type()) + ")");
+    throw InputError(what + ": tensor '" + t.name() + "' has an unsupported element type (" +
+                     (onnx::TensorProto_DataType_IsValid(t.data_type())
+                          ? onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(t.data_type()))
+                          : std::to_string(t.data_type())) +
+                     ")");
   for (auto d : t.dims()) out.shape.push_back(d);
   const std::size_t n = static_cast<std::size_t>(out.elements()), es = graph::elem_bytes(out.type);
   if (t.has_raw_data()) {

@@ -25,7 +25,11 @@ void Lowerer::fail(const Node& n, const std::string& what) const {
 
 DType Lowerer::dtype_of(const Value& v, const std::string& where) const {
   if (const auto d = storage_dtype(v.type)) return *d;
-  throw InputError(where + ": value '" + v.name + "' is " + std::string(elem_name(v.type)) +
+  const std::string what = v.type == ElemType::kUndefined ? std::string(
+                                                                "of a type the device has no form for (a string, "
+                                                                "complex, float8 or 4-bit type, or unknown)")
+                                                          : std::string(elem_name(v.type));
+  throw InputError(where + ": value '" + v.name + "' is " + what +
                    " (the device holds float32, float16, bfloat16, integers as int32 and bool)");
 }
 
