@@ -566,7 +566,11 @@ with tempfile.TemporaryDirectory() as d:
     os.makedirs(ge_in)
     xg = rng.uniform(-1, 1, (2, 3)).astype(np.float32)
     np.save(os.path.join(ge_in, "x.npy"), xg)
-    for idx, ok in ((np.array([[0, -1], [2, 1]]), True), (np.array([[0, 3], [1, 1]]), False)):
+    # (Under the sanitizers a device error trips ASan's misreading of SystemC's stacks: tests/CMakeLists.txt.)
+    cases = [(np.array([[0, -1], [2, 1]]), True)]
+    if not os.environ.get("NPUSIM_SANITIZED"):
+        cases.append((np.array([[0, 3], [1, 1]]), False))
+    for idx, ok in cases:
         np.save(os.path.join(ge_in, "i.npy"), idx)
         ge_out = os.path.join(d, f"ge_out_{ok}")
         rc, _, err = run([ge_model, "--functional", "--inputs", ge_in, "--outputs", ge_out])
