@@ -174,13 +174,13 @@ int run_model_command(const RunOptions& opts) {
   copts.fusion = !opts.no_fusion;
   copts.streams = opts.streams;
   // The given inputs are read before compiling: those whose values decide shapes are bound into the model.
-  std::map<std::string, std::pair<graph::Tensor, std::string>> given;  // name -> the value and its file
+  std::map<std::string, std::string> files;  // input name -> its file; the values are in copts.values
   if (!opts.inputs_dir.empty()) {
     const std::vector<std::string> names = stack::framework::onnx_input_names(opts.model);
-    const std::vector<std::string> files = input_files(opts.inputs_dir, names);
+    const std::vector<std::string> paths = input_files(opts.inputs_dir, names);
     for (std::size_t k = 0; k < names.size(); ++k) {
-      given[names[k]] = {read_input(files[k]), files[k]};
-      copts.values[names[k]] = given[names[k]].first;
+      files[names[k]] = paths[k];
+      copts.values[names[k]] = read_input(paths[k]);
     }
   }
   const stack::framework::Model model = stack::framework::Model::from_file(opts.model, loaded.chip, copts);
@@ -192,8 +192,8 @@ int run_model_command(const RunOptions& opts) {
     std::mt19937_64 rng(2026);
     for (std::size_t k = 0; k < program.inputs.size(); ++k) {
       const graph::ProgramTensor& pt = program.tensors[static_cast<std::size_t>(program.inputs[k])];
-      if (const auto it = given.find(pt.name); it != given.end()) {
-        inputs.push_back(device_input(pt, it->second.first, it->second.second));
+      if (const auto it = files.find(pt.name); it != files.end()) {
+        inputs.push_back(device_input(pt, copts.values.at(pt.name), it->second));
         continue;
       }
       std::vector<std::uint8_t> bytes;

@@ -73,11 +73,11 @@ for test in sorted(glob.glob(os.path.join(DATA, "test_*"))):
     by_index = lambda p: int(os.path.basename(p).split("_")[1].split(".")[0])
     try:  # sequences, optionals and maps are not TensorProto
         inits = {i.name for i in model.graph.initializer}
-        in_bf16 = is_bf16([v for v in model.graph.input if v.name not in inits]) + [False] * 99
-        out_bf16 = is_bf16(model.graph.output) + [False] * 99
-        inputs = [load_pb(p, in_bf16[k])
+        in_bf16 = is_bf16([v for v in model.graph.input if v.name not in inits])
+        out_bf16 = is_bf16(model.graph.output)
+        inputs = [load_pb(p, k < len(in_bf16) and in_bf16[k])
                   for k, p in enumerate(sorted(glob.glob(os.path.join(data, "input_*.pb")), key=by_index))]
-        outputs = [load_pb(p, out_bf16[k])
+        outputs = [load_pb(p, k < len(out_bf16) and out_bf16[k])
                    for k, p in enumerate(sorted(glob.glob(os.path.join(data, "output_*.pb")), key=by_index))]
     except Exception:
         unsupported.append(f"{name}: a sequence, optional or map input")
