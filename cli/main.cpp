@@ -125,7 +125,9 @@ int sc_main(int argc, char** argv) {
   memtrace->add_option("file", mopts.file, "trace: one '<hex address> READ|WRITE <cycle>' per line")->required();
   add_config_options(*memtrace, memtrace_cfg);
   memtrace->add_flag("--no-l2", mopts.no_l2, "send the requests straight to the HBM controllers");
-  memtrace->add_option("--bytes", mopts.bytes, "bytes per request (a multiple of hbm.burst_bytes)")->capture_default_str();
+  memtrace->add_option("--bytes", mopts.bytes, "bytes per request (a multiple of hbm.burst_bytes)")
+      ->check(CLI::Range(1, 1 << 20))
+      ->capture_default_str();
   memtrace->add_flag("--json", mopts.json, "print one JSON object (keys in docs/metrics.md)");
   memtrace
       ->add_option("--stats", mopts.stats, "write the memory system's counters (chip.hbm.*, chip.l2.*) as JSON to FILE")
@@ -230,6 +232,19 @@ int sc_main(int argc, char** argv) {
   plot->set_help_flag();
   plot->allow_extras();
 
+  // CLI11 reports an unknown first word as "A subcommand is required": name it and the ones there are.
+  if (argc > 1 && argv[1][0] != '-') {
+    std::string names;
+    bool known = false;
+    for (const CLI::App* sub : app.get_subcommands([](const CLI::App*) { return true; })) {
+      known = known || sub->get_name() == argv[1];
+      names += (names.empty() ? "" : ", ") + sub->get_name();
+    }
+    if (!known) {
+      std::cerr << "npusim: error: unknown subcommand '" << argv[1] << "' (there are: " << names << ")\n";
+      return kExitUsage;
+    }
+  }
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp& e) {

@@ -7,13 +7,13 @@
 #include "common/util/atomic_file.hpp"
 #include "common/util/error.hpp"
 #include "common/util/file.hpp"
+#include "stack/ops/op.hpp"
 
 namespace npusim::cli {
 
 using hw::isa::DType;
 
-NpyArray read_npy(const std::string& path) {
-  const std::string s = read_file(path);
+NpyArray parse_npy(const std::string& s, const std::string& path) {
   if (s.size() < 10 || s.compare(0, 6, "\x93NUMPY") != 0) throw InputError(path + ": not a .npy file");
   const int major = static_cast<unsigned char>(s[6]);
   std::size_t header_len = 0, start = 0;
@@ -61,12 +61,24 @@ NpyArray read_npy(const std::string& path) {
   const std::string shape = field("shape");
   const auto open = shape.find('('), close = shape.find(')');
   std::stringstream dims(shape.substr(open + 1, close - open - 1));
-  for (std::string d; std::getline(dims, d, ',');) {
-    if (d.find_first_not_of(' ') == std::string::npos) continue;
-    a.shape.push_back(std::stoull(d));
+  if (open == std::string::npos || close == std::string::npos || close < open) {
+    throw InputError(path + ": .npy header's shape is not a tuple");
   }
   std::uint64_t n = 1;
-  for (auto d : a.shape) n *= d;
+  for (std::string d; std::getline(dims, d, ',');) {
+    const auto b = d.find_first_not_of(' '), e = d.find_last_not_of(' ');
+    if (b == std::string::npos) continue;
+    const std::string digits = d.substr(b, e - b + 1);
+    // At most 2^53 elements in all (stack::ops::kMaxElements): sizes in bytes never wrap.
+    if (digits.empty() || digits.size() > 16 || digits.find_first_not_of("0123456789") != std::string::npos) {
+      throw InputError(std::string(path).append(": .npy shape entry '").append(digits).append("' is not a size"));
+    }
+    a.shape.push_back(std::stoull(digits));
+    if (a.shape.back() != 0 && n > stack::ops::kMaxElements / a.shape.back()) {
+      throw InputError(path + ": .npy shape has more than 2^53 elements");
+    }
+    n *= a.shape.back();
+  }
   const std::uint64_t bytes =
       n * (a.file_type != stack::graph::ElemType::kUndefined ? stack::graph::elem_bytes(a.file_type)
                                                              : hw::isa::dtype_bytes(a.dtype));
@@ -74,6 +86,10 @@ NpyArray read_npy(const std::string& path) {
     throw InputError(path + ": " + std::to_string(s.size() - start - header_len) + " data bytes for shape of " + std::to_string(n) + " elements");
   a.bytes.assign(s.begin() + static_cast<std::ptrdiff_t>(start + header_len), s.end());
   return a;
+}
+
+NpyArray read_npy(const std::string& path) {
+  return parse_npy(read_file(path), path);
 }
 
 void write_npy(const std::string& path, const NpyArray& a) {

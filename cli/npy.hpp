@@ -22,6 +22,8 @@ struct NpyArray {
 // Throws InputError naming the file for a file that is not a C-order .npy of float32, float16, int32, int8, int64,
 // bool (or uint16 bits read as bfloat16).
 NpyArray read_npy(const std::string& path);
+// The same from the file's bytes; `name` names it in errors.
+NpyArray parse_npy(const std::string& bytes, const std::string& name);
 void write_npy(const std::string& path, const NpyArray& a);
 
 }  // namespace npusim::cli

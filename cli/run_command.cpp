@@ -43,7 +43,10 @@ std::map<std::string, std::int64_t> parse_dims(const std::vector<std::string>& i
     }
     if (eq == std::string::npos || eq == 0 || pos == 0 || pos != item.size() - eq - 1 || v <= 0)
       throw InputError("--dim '" + item + "' is not NAME=SIZE with a positive SIZE");
-    out[item.substr(0, eq)] = v;
+    if (!out.emplace(item.substr(0, eq), v).second) {
+      throw InputError("--dim " + item.substr(0, eq) + " is given twice (" + std::to_string(out[item.substr(0, eq)]) +
+                       " and " + std::to_string(v) + ")");
+    }
   }
   return out;
 }

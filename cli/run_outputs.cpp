@@ -9,7 +9,9 @@ std::map<std::string, std::string> parse_params(const std::vector<std::string>& 
   for (const std::string& kv : kvs) {
     const auto eq = kv.find('=');
     if (eq == std::string::npos || eq == 0) throw InputError("-p '" + kv + "': expected key=value");
-    values[kv.substr(0, eq)] = kv.substr(eq + 1);
+    const auto [it, fresh] = values.emplace(kv.substr(0, eq), kv.substr(eq + 1));
+    if (!fresh)
+      throw InputError("-p " + it->first + " is given twice ('" + it->second + "' and '" + kv.substr(eq + 1) + "')");
   }
   return values;
 }

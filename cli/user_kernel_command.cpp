@@ -15,6 +15,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "cli/kernel_args.hpp"
 #include "cli/kernel_command.hpp"
 #include "cli/npy.hpp"
 #include "cli/run_outputs.hpp"
@@ -43,224 +44,6 @@ bool is_source(const std::string& p) {
   return false;
 }
 bool is_library(const std::string& p) { return ends_with(p, ".so") || p.find(".so.") != std::string::npos; }
-
-DType parse_arg_dtype(const std::string& t, const std::string& where) {
-  if (t == "fp16" || t == "float16" || t == "half") return DType::kFp16;
-  if (t == "bf16" || t == "bfloat16") return DType::kBf16;
-  if (t == "fp32" || t == "float32" || t == "float") return DType::kFp32;
-  if (t == "int32") return DType::kInt32;
-  if (t == "int8") return DType::kInt8;
-  throw InputError(where + ": dtype '" + t + "' is not one of fp16, bf16, fp32, int32, int8");
-}
-
-// One --arg, bound to the kernel parameter at its position.
-struct Arg {
-  enum Kind { kInput, kRandom, kZeros, kOutput, kTiling, kScalar } kind = kInput;
-  std::string name, spec;
-  DType dtype = DType::kFp16;
-  std::vector<std::uint64_t> shape;
-  std::uint64_t bytes = 0;
-  std::vector<std::uint8_t> data;  // inputs (functional mode), the tiling struct
-  std::uint64_t word = 0;          // scalars
-  std::uint64_t addr = 0;          // device address once allocated
-};
-
-Arg parse_arg(const std::string& text, std::size_t index) {
-  const auto eq = text.find('=');
-  if (eq == std::string::npos || eq == 0) {
-    throw InputError("--arg '" + text + "': expected NAME=SPEC (e.g. x=in.npy, x=random:fp16:1x1024, z=out:fp16:1x1024)");
-  }
-  Arg a;
-  a.name = text.substr(0, eq);
-  a.spec = text.substr(eq + 1);
-  const std::string where = "--arg " + a.name + " (argument " + std::to_string(index) + ")";
-  std::vector<std::string> parts;
-  std::stringstream ss(a.spec);
-  for (std::string p; std::getline(ss, p, ':');) parts.push_back(p);
-  if (a.spec == "tiling") {
-    a.kind = Arg::kTiling;
-    return a;
-  }
-  if (!parts.empty() && (parts[0] == "random" || parts[0] == "zeros" || parts[0] == "out")) {
-    if (parts.size() != 3) throw InputError(where + ": '" + a.spec + "' must be " + parts[0] + ":DTYPE:SHAPE, e.g. " + parts[0] + ":fp16:8x2048");
-    a.kind = parts[0] == "random" ? Arg::kRandom : parts[0] == "zeros" ? Arg::kZeros : Arg::kOutput;
-    a.dtype = parse_arg_dtype(parts[1], where);
-    try {
-      a.shape = stack::ops::parse_shape(parts[2]);
-    } catch (const InputError& e) {
-      throw InputError(where + ": " + e.what());
-    }
-    a.bytes = stack::ops::elements(a.shape) * hw::isa::dtype_bytes(a.dtype);
-    return a;
-  }
-  // A number is a scalar parameter's value; anything else names a .npy file.
-  char* end = nullptr;
-  errno = 0;
-  const double v = std::strtod(a.spec.c_str(), &end);
-  if (!a.spec.empty() && end && *end == '\0' && errno == 0) {
-    a.kind = Arg::kScalar;
-    std::memcpy(&a.word, &v, sizeof v);  // refined to the parameter's kind when bound
-    return a;
-  }
-  if (!ends_with(a.spec, ".npy")) {
-    throw InputError(where + ": '" + a.spec + "' is not a .npy file, random:/zeros:/out:DTYPE:SHAPE, tiling or a number");
-  }
-  const NpyArray arr = read_npy(a.spec);
-  if (arr.file_type != stack::graph::ElemType::kUndefined)
-    throw InputError(where + ": '" + a.spec + "' holds " + std::string(stack::graph::elem_name(arr.file_type)) +
-                     " values; kernel arguments are fp16, bf16, fp32, int32 or int8 arrays");
-  a.kind = Arg::kInput;
-  a.dtype = arr.dtype;
-  a.shape = arr.shape;
-  a.data = arr.bytes;
-  a.bytes = arr.bytes.size();
-  return a;
-}
-
-// --- Tiling struct ------------------------------------------------------------------------------------------------
-
-struct Field {
-  std::string name, type;
-  std::uint32_t size = 0, count = 1, offset = 0;
-};
-
-std::uint32_t field_size(const std::string& t, const std::string& where) {
-  static const std::map<std::string, std::uint32_t> sizes = {
-      {"uint8", 1}, {"int8", 1}, {"uint16", 2}, {"int16", 2}, {"uint32", 4}, {"int32", 4},
-      {"uint64", 8}, {"int64", 8}, {"float", 4}, {"float32", 4}, {"double", 8}, {"float64", 8}, {"bool", 1}};
-  std::string base = t;
-  if (ends_with(base, "_t")) base = base.substr(0, base.size() - 2);
-  const auto it = sizes.find(base);
-  if (it == sizes.end()) {
-    throw InputError(where + ": type '" + t + "' is not one of (u)int8/16/32/64(_t), float, double, bool");
-  }
-  return it->second;
-}
-
-// The schema: {"fields": [{"name": "totalLength", "type": "uint32_t"}, {"name": "shape", "type": "int64", "count": 4}]};
-// offsets by natural alignment, as the C compiler lays out a struct of these members.
-std::vector<Field> read_schema(const std::string& path, std::uint32_t& struct_size) {
-  nlohmann::json j;
-  try {
-    j = nlohmann::json::parse(read_file(path));
-  } catch (const nlohmann::json::exception& e) {
-    throw InputError(path + ": not JSON: " + e.what());
-  }
-  if (!j.is_object() || !j.contains("fields") || !j["fields"].is_array() || j["fields"].empty()) {
-    throw InputError(path + ": a tiling schema is {\"fields\": [{\"name\": ..., \"type\": ...}, ...]}");
-  }
-  std::vector<Field> fields;
-  std::uint32_t offset = 0, align = 1;
-  std::set<std::string> seen;
-  for (std::size_t i = 0; i < j["fields"].size(); ++i) {
-    const nlohmann::json& f = j["fields"][i];
-    const std::string where = path + ": fields[" + std::to_string(i) + "]";
-    if (!f.is_object() || !f.contains("name") || !f["name"].is_string() || !f.contains("type") || !f["type"].is_string()) {
-      throw InputError(where + ": needs a string \"name\" and \"type\"");
-    }
-    Field fd;
-    fd.name = f["name"].get<std::string>();
-    fd.type = f["type"].get<std::string>();
-    if (!seen.insert(fd.name).second) throw InputError(where + ": field '" + fd.name + "' appears twice");
-    fd.size = field_size(fd.type, where);
-    if (f.contains("count")) {
-      if (!f["count"].is_number_unsigned() || f["count"].get<std::uint64_t>() == 0 || f["count"].get<std::uint64_t>() > 4096) {
-        throw InputError(where + ": \"count\" must be an integer 1..4096");
-      }
-      fd.count = f["count"].get<std::uint32_t>();
-    }
-    offset = (offset + fd.size - 1) / fd.size * fd.size;
-    fd.offset = offset;
-    offset += fd.size * fd.count;
-    align = std::max(align, fd.size);
-    fields.push_back(fd);
-  }
-  struct_size = (offset + align - 1) / align * align;
-  return fields;
-}
-
-void store_field(std::vector<std::uint8_t>& out, const Field& f, std::uint32_t i, const nlohmann::json& v,
-                 const std::string& where) {
-  std::uint8_t* p = out.data() + f.offset + i * f.size;
-  const bool is_float = f.type.rfind("float", 0) == 0 || f.type == "double";
-  if (!v.is_number() && !v.is_boolean()) throw InputError(where + ": field '" + f.name + "' needs a number");
-  if (is_float) {
-    const double d = v.get<double>();
-    if (f.size == 4) {
-      const float x = static_cast<float>(d);
-      std::memcpy(p, &x, 4);
-    } else {
-      std::memcpy(p, &d, 8);
-    }
-    return;
-  }
-  if (v.is_number_float() && std::floor(v.get<double>()) != v.get<double>()) {
-    throw InputError(where + ": field '" + f.name + "' (" + f.type + ") needs an integer, got " + v.dump());
-  }
-  const bool is_signed = f.type[0] == 'i';
-  const long double x = v.is_boolean() ? (v.get<bool>() ? 1 : 0) : v.get<long double>();
-  const long double lo = is_signed ? -std::ldexp(1.0L, static_cast<int>(8 * f.size - 1)) : 0;
-  const long double hi = is_signed ? std::ldexp(1.0L, static_cast<int>(8 * f.size - 1)) - 1 : std::ldexp(1.0L, static_cast<int>(8 * f.size)) - 1;
-  if (x < lo || x > hi) throw InputError(where + ": field '" + f.name + "' (" + f.type + "): " + v.dump() + " is out of range");
-  const std::uint64_t u = is_signed ? static_cast<std::uint64_t>(static_cast<std::int64_t>(x)) : static_cast<std::uint64_t>(x);
-  std::memcpy(p, &u, f.size);  // little-endian: the low bytes
-}
-
-std::vector<std::uint8_t> tiling_bytes(const std::string& schema_path, const std::string& values) {
-  if (schema_path.empty()) throw InputError("--tiling needs --tiling-schema FILE.json describing the struct's fields");
-  std::uint32_t size = 0;
-  const std::vector<Field> fields = read_schema(schema_path, size);
-  nlohmann::json vals = nlohmann::json::object();
-  std::string where = "--tiling";
-  if (ends_with(values, ".json")) {
-    where = values;
-    try {
-      vals = nlohmann::json::parse(read_file(values));
-    } catch (const nlohmann::json::exception& e) {
-      throw InputError(values + ": not JSON: " + e.what());
-    }
-    if (!vals.is_object()) throw InputError(values + ": tiling values are an object {\"field\": value, ...}");
-  } else {
-    const auto not_a_number = [](const std::string& k, const std::string& v) {
-      return InputError("--tiling: field '" + k + "': '" + v + "' is not a number");
-    };
-    std::stringstream ss(values);
-    for (std::string kv; std::getline(ss, kv, ',');) {
-      const auto eq = kv.find('=');
-      if (eq == std::string::npos || eq == 0) throw InputError("--tiling: '" + kv + "' is not FIELD=VALUE");
-      const std::string k = kv.substr(0, eq), v = kv.substr(eq + 1);
-      if (vals.contains(k)) throw InputError("--tiling: field '" + k + "' is given twice");
-      try {
-        vals[k] = nlohmann::json::parse(v);
-      } catch (const nlohmann::json::exception&) {
-        throw not_a_number(k, v);
-      }
-    }
-  }
-  // Errors name the values' origin, the field and the schema.
-  const auto error = [&](const std::string& what, const std::string& field, const std::string& then) {
-    return InputError(where + ": " + what + "'" + field + "'" + then + " (" + schema_path + ")");
-  };
-  std::vector<std::uint8_t> out(size, 0);
-  std::set<std::string> known;
-  for (const Field& f : fields) {
-    known.insert(f.name);
-    if (!vals.contains(f.name)) throw error("no value for tiling field ", f.name, "");
-    const nlohmann::json& v = vals[f.name];
-    if (f.count > 1) {
-      if (!v.is_array() || v.size() != f.count) {
-        throw InputError(where + ": field '" + f.name + "' needs " + std::to_string(f.count) + " values, as a JSON array");
-      }
-      for (std::uint32_t i = 0; i < f.count; ++i) store_field(out, f, i, v[i], where);
-    } else {
-      store_field(out, f, 0, v, where);
-    }
-  }
-  for (auto& [k, v] : vals.items()) {
-    if (!known.count(k)) throw error("", k, " is not a field of the tiling struct");
-  }
-  return out;
-}
 
 std::string kinds_text(const rt::KernelEntry& e) {
   std::string s;
@@ -313,37 +96,38 @@ int run_user_kernel_command(const KernelOptions& opts) {
   const rt::KernelEntry& entry = lib.entry(entry_name);
 
   // The arguments, in the kernel's parameter order; the tiling struct last unless an argument is `tiling`.
-  std::vector<Arg> args;
+  std::vector<KernelArg> args;
   std::set<std::string> names;
   for (std::size_t i = 0; i < opts.args.size(); ++i) {
-    args.push_back(parse_arg(opts.args[i], i));
+    args.push_back(parse_kernel_arg(opts.args[i], i));
     if (!names.insert(args.back().name).second) throw InputError("--arg " + args.back().name + " is given twice");
   }
-  const bool has_tiling_arg = std::any_of(args.begin(), args.end(), [](const Arg& a) { return a.kind == Arg::kTiling; });
+  const bool has_tiling_arg =
+      std::any_of(args.begin(), args.end(), [](const KernelArg& a) { return a.kind == KernelArg::kTiling; });
   if (!opts.tiling.empty() && !has_tiling_arg) {
-    Arg t;
-    t.kind = Arg::kTiling;
+    KernelArg t;
+    t.kind = KernelArg::kTiling;
     t.name = "tiling";
     args.push_back(t);
   }
   if (has_tiling_arg && opts.tiling.empty()) throw InputError("an argument is the tiling struct, but --tiling gives no values");
   if (args.size() != entry.kinds.size()) {
     std::string given;
-    for (const Arg& a : args) given += (given.empty() ? "" : ", ") + a.name;
+    for (const KernelArg& a : args) given += (given.empty() ? "" : ", ") + a.name;
     throw InputError("kernel " + entry.name + " takes " + std::to_string(entry.kinds.size()) + " argument(s) (" +
                      kinds_text(entry) + "); " + std::to_string(args.size()) + " given (" +
                      (given.empty() ? "none" : given) + ")");
   }
   for (std::size_t i = 0; i < args.size(); ++i) {
-    Arg& a = args[i];
+    KernelArg& a = args[i];
     const rt::ArgKind k = entry.kinds[i];
     const std::string where = "--arg " + a.name + " (argument " + std::to_string(i) + " of " + entry.name + ", a " +
                               rt::arg_kind_name(k) + ")";
-    if ((k == rt::ArgKind::kPointer) != (a.kind != Arg::kScalar)) {
+    if ((k == rt::ArgKind::kPointer) != (a.kind != KernelArg::kScalar)) {
       throw InputError(where + ": '" + a.spec + "' " +
                        (k == rt::ArgKind::kPointer ? "is a number; the parameter takes a tensor" : "is a tensor; the parameter takes a number"));
     }
-    if (a.kind == Arg::kScalar) {
+    if (a.kind == KernelArg::kScalar) {
       double v;
       std::memcpy(&v, &a.word, sizeof v);
       if (k != rt::ArgKind::kFloat) {
@@ -355,8 +139,8 @@ int run_user_kernel_command(const KernelOptions& opts) {
   }
   const bool functional = opts.functional || !opts.check_refs.empty() || !opts.outputs.empty();
   const hw::core::Mode mode = functional ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
-  for (Arg& a : args) {
-    if (a.kind == Arg::kTiling) {
+  for (KernelArg& a : args) {
+    if (a.kind == KernelArg::kTiling) {
       a.data = tiling_bytes(opts.tiling_schema, opts.tiling);
       a.bytes = a.data.size();
     }
@@ -373,7 +157,7 @@ int run_user_kernel_command(const KernelOptions& opts) {
     }
     std::vector<std::size_t> outs;
     for (std::size_t i = 0; i < args.size(); ++i)
-      if (args[i].kind == Arg::kOutput && (name.empty() || args[i].name == name)) outs.push_back(i);
+      if (args[i].kind == KernelArg::kOutput && (name.empty() || args[i].name == name)) outs.push_back(i);
     if (outs.size() != 1) {
       throw InputError("--check " + c + ": " + (name.empty() ? std::string("several out: arguments; write NAME=REF.npy")
                                                              : "no out: argument named '" + name + "'"));
@@ -385,7 +169,7 @@ int run_user_kernel_command(const KernelOptions& opts) {
       what += stack::graph::elem_name(ref.file_type);
       throw InputError(what + " values; references are fp16, bf16, fp32, int32 or int8 arrays");
     }
-    const Arg& o = args[outs.front()];
+    const KernelArg& o = args[outs.front()];
     if (stack::ops::elements(ref.shape) != stack::ops::elements(o.shape)) {
       throw InputError("--check " + c + ": " + std::to_string(stack::ops::elements(ref.shape)) + " elements, the output " +
                        o.name + " has " + std::to_string(stack::ops::elements(o.shape)));
@@ -400,8 +184,8 @@ int run_user_kernel_command(const KernelOptions& opts) {
                                                            : fw::kernel::KernelType::kVector;
   if (functional) {
     for (std::size_t i = 0; i < args.size(); ++i) {
-      Arg& a = args[i];
-      if (a.kind != Arg::kRandom) continue;
+      KernelArg& a = args[i];
+      if (a.kind != KernelArg::kRandom) continue;
       // Seeded per argument: values in [-1, 1) for floats, [-100, 100] for integers, rounded to the dtype.
       std::mt19937_64 rng(1234 + i);
       const std::uint64_t n = stack::ops::elements(a.shape);
@@ -424,25 +208,25 @@ int run_user_kernel_command(const KernelOptions& opts) {
     const rt::Stream s = d.create_stream();
     std::vector<std::uint64_t> words;
     std::vector<hw::core::CoreEngine::GmRange> bounds;
-    for (Arg& a : args) {
-      if (a.kind == Arg::kScalar) {
+    for (KernelArg& a : args) {
+      if (a.kind == KernelArg::kScalar) {
         words.push_back(a.word);
         continue;
       }
       a.addr = d.malloc(std::max<std::uint64_t>(a.bytes, 1));
       words.push_back(static_cast<std::uint64_t>(reinterpret_cast<std::uintptr_t>(d.chip().memory().base() + a.addr)));
       bounds.push_back({a.addr, a.bytes, a.name});
-      if (a.kind == Arg::kTiling) {
+      if (a.kind == KernelArg::kTiling) {
         // The tiling struct travels with the launch (the runtime packs it with the arguments), in every mode: the
         // kernel's control flow reads it.
         d.chip().memory().write(a.addr, a.data.data(), a.bytes);
-      } else if (a.kind == Arg::kInput || a.kind == Arg::kRandom) {
+      } else if (a.kind == KernelArg::kInput || a.kind == KernelArg::kRandom) {
         d.memcpy_async(a.addr, a.data.empty() ? nullptr : a.data.data(), a.bytes, s);
       }
     }
     d.launch(entry.name, type, opts.block_dim, rt::kernel_body(entry, words, d.chip().memory(), bounds), s);
     for (std::size_t i = 0; i < args.size(); ++i) {
-      if (args[i].kind != Arg::kOutput) continue;
+      if (args[i].kind != KernelArg::kOutput) continue;
       auto& host = results[i];
       if (functional) host.resize(args[i].bytes);
       d.memcpy_async(host.empty() ? nullptr : host.data(), args[i].addr, args[i].bytes, s);
@@ -458,9 +242,9 @@ int run_user_kernel_command(const KernelOptions& opts) {
   kernel["block_dim"] = opts.block_dim;
   kernel["type"] = opts.type;
   nlohmann::json jargs = nlohmann::json::array();
-  for (const Arg& a : args) {
-    nlohmann::json j = {{"name", a.name}, {"spec", a.kind == Arg::kTiling ? "tiling" : a.spec}};
-    if (a.kind != Arg::kScalar) j["bytes"] = a.bytes;
+  for (const KernelArg& a : args) {
+    nlohmann::json j = {{"name", a.name}, {"spec", a.kind == KernelArg::kTiling ? "tiling" : a.spec}};
+    if (a.kind != KernelArg::kScalar) j["bytes"] = a.bytes;
     jargs.push_back(j);
   }
   kernel["args"] = jargs;
@@ -470,7 +254,7 @@ int run_user_kernel_command(const KernelOptions& opts) {
     double max_abs = 0, max_rel = 0;
     bool passed = true;
     for (const auto& [i, ref] : refs) {
-      const Arg& o = args[i];
+      const KernelArg& o = args[i];
       auto [atol, rtol] = default_tolerance(o.dtype);
       if (opts.atol >= 0) atol = opts.atol;
       if (opts.rtol >= 0) rtol = opts.rtol;

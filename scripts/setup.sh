@@ -9,6 +9,7 @@
 #
 #   scripts/setup.sh               install + Release build in build/
 #   scripts/setup.sh --sanitize    install + ASan/UBSan build in build-asan/
+#   scripts/setup.sh --fuzz        install + the libFuzzer targets (clang, ASan/UBSan) in build-fuzz/ (scripts/fuzz.sh)
 #   scripts/setup.sh --no-build    install only (packages and .venv/)
 #
 # The venv's interpreter: $NPUSIM_VENV_PYTHON if set, else python3.11 if on PATH (PyTorch 2.13.0's CPU wheel on
@@ -33,16 +34,22 @@ PACKAGES=(
   chromium chromium-driver  # npusim plot's HTML report is checked in a real headless browser (tests/cli/sweep_test.py)
   slurm-wlm munge         # npusim sweep --slurm is tested on a single-node Slurm started on localhost
   clang-format clang-tidy # scripts/check_style.sh (ctest style): formatting and clang-tidy's checks
+  clang libclang-rt-dev   # the fuzz targets (scripts/fuzz.sh): clang's libFuzzer and sanitizer runtimes
 )
 
 build=1
 build_dir=build
 cmake_args=(-DCMAKE_BUILD_TYPE=Release)
+targets=()  # all
 for a in "$@"; do
   case "$a" in
     --no-build) build=0 ;;
     --sanitize) build_dir=build-asan; cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DNPUSIM_SANITIZE=ON) ;;
-    -h|--help) sed -n '2,16p' "$0"; exit 0 ;;
+    --fuzz)
+      build_dir=build-fuzz
+      cmake_args=(-DCMAKE_BUILD_TYPE=RelWithDebInfo -DNPUSIM_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++)
+      targets=(--target fuzz_config fuzz_memtrace fuzz_npy fuzz_onnx fuzz_kernel_args) ;;
+    -h|--help) sed -n '2,17p' "$0"; exit 0 ;;
     *) echo "setup.sh: unknown option '$a' (see --help)" >&2; exit 2 ;;
   esac
 done
@@ -111,8 +118,8 @@ fi
 if [ $build -eq 1 ]; then
   jobs=$(nproc 2>/dev/null || echo 2)
   cmake -S . -B "$build_dir" "${cmake_args[@]}" -DNPUSIM_PYTHON="$PWD/.venv/bin/python" >/dev/null
-  cmake --build "$build_dir" -j "$jobs" -- --no-print-directory >/dev/null
-  echo "setup: built $build_dir/npusim"
+  cmake --build "$build_dir" -j "$jobs" "${targets[@]}" -- --no-print-directory >/dev/null
+  if [ ${#targets[@]} -eq 0 ]; then echo "setup: built $build_dir/npusim"; else echo "setup: built ${targets[*]:1} in $build_dir"; fi
   # The Release build is installed (npusim and the kernel SDK: find_package(npusim), pkg-config npusim), so a
   # kernel project outside this checkout finds it; the sanitizer build stays in its build tree.
   if [ "$build_dir" = build ]; then

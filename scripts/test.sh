@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # Sets everything up and runs the whole test suite with ctest (each test case in its own process).
 #   scripts/test.sh [--sanitize] [extra ctest arguments...]
+# With --sanitize, the parsers are fuzzed afterwards too (scripts/fuzz.sh, 60 s a target; NPUSIM_FUZZ_SECONDS=N
+# changes it, 0 skips it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 build_dir=build
@@ -28,5 +30,10 @@ ctest --test-dir "$build_dir" --output-on-failure -j "$jobs" "${exclude[@]}" "$@
 if [ -f "$build_dir/tests/verify_stack/verify_stack.txt" ]; then
   echo "--- examples/verify_stack.py (ctest verify_stack) ---"
   cat "$build_dir/tests/verify_stack/verify_stack.txt"
+fi
+fuzz_seconds=${NPUSIM_FUZZ_SECONDS:-60}
+if [ "$build_dir" = build-asan ] && [ "$fuzz_seconds" != 0 ]; then
+  echo "--- scripts/fuzz.sh $fuzz_seconds (libFuzzer, ASan/UBSan) ---"
+  scripts/fuzz.sh "$fuzz_seconds" || status=1
 fi
 exit $status

@@ -13,7 +13,10 @@ struct MemTraceRecord {
   std::uint64_t addr = 0;
   bool write = false;
   std::uint64_t cycle = 0;
+  std::uint64_t line = 0;  // in the file, for errors about the request
 };
+inline constexpr std::size_t kMaxMemtraceLine = 4096;                       // characters
+inline constexpr std::uint64_t kMaxMemtraceCycle = std::uint64_t{1} << 53;  // cycles stay exact as doubles
 
 // Calls `on_record` for every request, in file order, without holding the file in memory. Throws InputError naming
 // the file and line for a malformed line or a decreasing cycle.

@@ -1,7 +1,12 @@
 #include "common/config/chip_config.hpp"
 
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
+#include <functional>
+#include <initializer_list>
+#include <optional>
+#include <sstream>
 #include <string>
 #include <utility>
 
@@ -291,6 +296,11 @@ void reflect(Visitor& v, ChipConfig& c) {
            {"detailed", "simple"});
     v.real("counter_interval", c.sim.counter_interval, U::kTime, 1000.0,
            "width of the time bins behind the trace's memory counters (HBM GB/s, L2 hit rate)");
+    v.integer("max_instructions", c.sim.max_instructions, U::kCount, std::uint64_t{1} << 27,
+              "most instructions one kernel launch may issue over all its blocks: a launch that would issue more is "
+              "refused before it runs when its op can tell (flash_attention), stopped when it gets there otherwise "
+              "(a kernel that never ends); each instruction costs about 0.7 us and 30-60 B of host memory to "
+              "simulate");
     v.boolean("sanitize", c.sim.sanitize, false,
               "check every local-buffer access for races between pipes, and flags left set (--sanitize; "
               "docs/kernel-sdk.md)");
@@ -303,7 +313,116 @@ constexpr double kMinClockHz = 1e6, kMaxClockHz = 50e9;
 
 bool pow2(std::uint64_t x) { return x != 0 && (x & (x - 1)) == 0; }
 
+// The product of config values, or none when it passes 2^64: each key may be up to 2^64 - 1, and a product that
+// wrapped to 0 once divided by zero here (issue 23). The host limits then name the key.
+std::optional<std::uint64_t> product(std::initializer_list<std::uint64_t> factors) {
+  std::uint64_t p = 1;
+  for (std::uint64_t f : factors)
+    if (__builtin_mul_overflow(p, f, &p)) return std::nullopt;
+  return p;
+}
+
 std::string bytes(std::uint64_t b) { return format_value(static_cast<double>(b), Unit::kBytes); }
+
+}  // namespace
+
+AddressFields parse_address_mapping(const HbmParams& h) {
+  AddressFields out;
+  const std::uint64_t cols = h.burst_bytes ? h.row_bytes / h.burst_bytes : 0;
+  int seen[6] = {0, 0, 0, 0, 0, 0};
+  std::stringstream ss(h.address_mapping);
+  for (std::string f; std::getline(ss, f, '_');) {
+    AddressFields::Field field = AddressFields::kRow;
+    if (f == "ro")
+      field = AddressFields::kRow;
+    else if (f == "ba")
+      field = AddressFields::kBank;
+    else if (f == "ch")
+      field = AddressFields::kChannel;
+    else if (f == "co")
+      field = AddressFields::kColumn;
+    else if (f == "bg")
+      field = AddressFields::kBankGroup;
+    else if (f.size() > 2 && f.size() < 12 && f.compare(0, 2, "co") == 0 &&
+             f.find_first_not_of("0123456789", 2) == std::string::npos) {
+      field = AddressFields::kColumnLow;
+      const std::uint64_t n = std::stoull(f.substr(2));
+      if (n == 0 || cols == 0 || cols % n != 0) {
+        out.error = "'" + f + "' must divide the " + std::to_string(cols) + " columns of a row";
+        return out;
+      }
+      out.low_columns = static_cast<std::uint32_t>(n);
+    } else {
+      out.error = "unknown field '" + f + "' (ro, ba, ch, bg, co, coN)";
+      return out;
+    }
+    if (seen[field]++) {
+      out.error = "field '" + f + "' appears twice";
+      return out;
+    }
+    out.msb_first.push_back(field);
+  }
+  if (!seen[AddressFields::kRow] || !seen[AddressFields::kBank] || !seen[AddressFields::kChannel] ||
+      !seen[AddressFields::kColumn] || !seen[AddressFields::kBankGroup] ||
+      out.msb_first.front() != AddressFields::kRow) {
+    out.error = "needs the fields ro, ba, ch, co and bg (optionally coN), ro first";
+  }
+  return out;
+}
+
+namespace {
+
+// Keys that size the simulator's own memory (per core, per bank, per line...), with the most it takes: values far
+// beyond any chip the configs describe, refused before anything is allocated so that a typo cannot take the host's
+// memory (issue 23). docs/config.md, "Limits".
+void check_host_limits(const ChipConfig& c, const std::function<void(std::string, std::string)>& add) {
+  auto at_most = [&](const std::string& key, std::uint64_t value, std::uint64_t max, const std::string& what) {
+    if (value > max) add(key, std::to_string(value) + " is more than " + std::to_string(max) + ", the most " + what);
+  };
+  const bool split = c.cores.organisation == "split";
+  const std::uint64_t a = split ? c.cores.aic : c.cores.ai_cores, b = split ? c.cores.aiv : c.cores.vector_cores;
+  if (a > kMaxCores || b > kMaxCores || a + b > kMaxCores) {
+    add(split ? (c.cores.aiv > c.cores.aic ? "cores.aiv" : "cores.aic") : "cores.ai_cores",
+        std::to_string(a) + " + " + std::to_string(b) + " cores of all kinds are more than " +
+            std::to_string(kMaxCores) + ", the most a chip may have");
+  }
+  at_most("flags.event_ids", c.flags.event_ids, kMaxFlagIds, "event ids a pipe pair may have");
+  at_most("flags.cross_core_ids", c.flags.cross_core_ids, kMaxFlagIds, "cross-core flag ids a chip may have");
+  at_most("flags.cross_core_max_pending", c.flags.cross_core_max_pending, kMaxQueueDepth,
+          "pending counts a flag may hold");
+  at_most("noc.core_outstanding", c.noc.core_outstanding, kMaxQueueDepth, "requests a core may have in flight");
+  at_most("hbm.queue_depth", c.hbm.queue_depth, kMaxQueueDepth, "requests a pseudo-channel queue may hold");
+  at_most("sdma.engines", c.sdma.engines, kMaxCores, "SDMA engines a chip may have");
+  at_most("l2.slices", c.l2.slices, kMaxCores, "L2 slices a chip may have");
+  at_most("hbm.pseudo_channels",
+          product({c.hbm.stacks, c.hbm.channels_per_stack, c.hbm.pseudo_channels}).value_or(UINT64_MAX), kMaxCores,
+          "pseudo-channels (stacks x channels_per_stack x pseudo_channels) a chip may have");
+  at_most("hbm.banks_per_group", product({c.hbm.bank_groups, c.hbm.banks_per_group}).value_or(UINT64_MAX),
+          kMaxQueueDepth, "banks (bank_groups x banks_per_group) a pseudo-channel may have");
+  at_most("l2.ways", c.l2.ways, kMaxQueueDepth, "ways an L2 set may have");
+  at_most("hbm.row_bytes", c.hbm.row_bytes, kMaxRowBytes, "bytes a DRAM row may have");
+  at_most("l2.line_bytes", c.l2.line_bytes, kMaxRowBytes, "bytes an L2 line may have");
+  if (c.sim.counter_interval > kMaxCounterIntervalNs) {
+    add("sim.counter_interval", format_value(c.sim.counter_interval, Unit::kTime) + " is more than " +
+                                    format_value(kMaxCounterIntervalNs, Unit::kTime) + ", the widest counter bin");
+  }
+  if (c.l2.line_bytes != 0 && c.l2.capacity / c.l2.line_bytes > kMaxL2Lines) {
+    add("l2.capacity", bytes(c.l2.capacity) + " in lines of " + bytes(c.l2.line_bytes) + " is more than " +
+                           std::to_string(kMaxL2Lines) + " lines (" + bytes(kMaxL2Lines * c.l2.line_bytes) +
+                           "), the most the L2 model holds");
+  }
+  for (const auto& [key, size] : {std::pair<const char*, std::uint64_t>{"buffers.l1.size", c.buffers.l1.size},
+                                  {"buffers.l0a.size", c.buffers.l0a.size},
+                                  {"buffers.l0b.size", c.buffers.l0b.size},
+                                  {"buffers.l0c.size", c.buffers.l0c.size},
+                                  {"buffers.ub.size", c.buffers.ub.size},
+                                  {"buffers.bias_table.size", c.buffers.bias_table.size},
+                                  {"buffers.fixpipe_buffer.size", c.buffers.fixpipe_buffer.size}}) {
+    if (size > kMaxLocalBufferBytes) {
+      add(key, bytes(size) + " is more than " + bytes(kMaxLocalBufferBytes) + ", the most a core's buffer may have");
+    }
+  }
+}
 
 }  // namespace
 
@@ -451,11 +570,13 @@ std::vector<Problem> check_consistency(const ChipConfig& c) {
   if (l2.ways == 0) add("l2.ways", "must be positive");
   if (l2.slices == 0) add("l2.slices", "must be positive");
   if (l2.slice_bytes_per_cycle <= 0) add("l2.slice_bytes_per_cycle", "must be positive");
-  if (pow2(l2.line_bytes) && l2.ways && l2.slices) {
-    const std::uint64_t set_bytes = l2.line_bytes * l2.ways * l2.slices;
-    if (l2.capacity == 0 || l2.capacity % set_bytes != 0) {
-      add("l2.capacity", bytes(l2.capacity) + " is not a positive multiple of line_bytes x ways x slices = " +
-                             bytes(set_bytes));
+  const std::optional<std::uint64_t> set_bytes = product({l2.line_bytes, l2.ways, l2.slices});
+  if (pow2(l2.line_bytes) && l2.ways && l2.slices && set_bytes) {
+    if (l2.capacity == 0 || l2.capacity % *set_bytes != 0) {
+      p.push_back({"l2.capacity",
+                   "l2.capacity " + bytes(l2.capacity) +
+                       " is not a positive multiple of line_bytes x ways x slices = " + bytes(*set_bytes),
+                   {"l2.line_bytes", "l2.ways", "l2.slices"}});
     }
   }
 
@@ -475,10 +596,14 @@ std::vector<Problem> check_consistency(const ChipConfig& c) {
   } else if (pow2(h.row_bytes) && h.burst_bytes > h.row_bytes) {
     add("hbm.burst_bytes", "is larger than a row");
   }
-  const std::uint64_t banks = h.pseudo_channel_count() * h.bank_groups * h.banks_per_group;
-  if (banks != 0 && pow2(h.row_bytes) && (h.capacity == 0 || h.capacity % (banks * h.row_bytes) != 0)) {
-    add("hbm.capacity", bytes(h.capacity) + " is not a positive multiple of banks x row_bytes = " +
-                            bytes(banks * h.row_bytes));
+  const std::optional<std::uint64_t> bank_rows =
+      product({h.stacks, h.channels_per_stack, h.pseudo_channels, h.bank_groups, h.banks_per_group, h.row_bytes});
+  if (bank_rows && *bank_rows != 0 && pow2(h.row_bytes) && (h.capacity == 0 || h.capacity % *bank_rows != 0)) {
+    p.push_back({"hbm.capacity",
+                 "hbm.capacity " + bytes(h.capacity) +
+                     " is not a positive multiple of banks x row_bytes = " + bytes(*bank_rows),
+                 {"hbm.stacks", "hbm.channels_per_stack", "hbm.pseudo_channels", "hbm.bank_groups",
+                  "hbm.banks_per_group", "hbm.row_bytes"}});
   }
   if (h.queue_depth == 0) add("hbm.queue_depth", "must be positive");
   if (h.timing.tRAS < h.timing.tRCD) add("hbm.timing.tRAS", "must be at least tRCD");
@@ -494,6 +619,18 @@ std::vector<Problem> check_consistency(const ChipConfig& c) {
   if (c.sdma.bandwidth <= 0) add("sdma.bandwidth", "must be positive");
   if (c.host_link.bandwidth <= 0) add("host_link.bandwidth", "must be positive");
   if (c.sim.chunk_bytes == 0 || !pow2(c.sim.chunk_bytes)) add("sim.chunk_bytes", "must be a power of two");
+  if (c.sim.max_instructions == 0) add("sim.max_instructions", "must be positive");
+  if (const AddressFields f = parse_address_mapping(h); !f.error.empty()) {
+    add("hbm.address_mapping", "'" + h.address_mapping + "': " + f.error);
+  }
+  if (c.clock.core_hz >= kMinClockHz && c.clock.core_hz <= kMaxClockHz &&
+      !(c.sim.counter_interval * 1e-9 * c.clock.core_hz >= 1.0)) {
+    // A bin narrower than a cycle was once widened to one cycle without a word (issue 23).
+    add("sim.counter_interval", format_value(c.sim.counter_interval, Unit::kTime) +
+                                    " is shorter than one core cycle (" +
+                                    format_value(1e9 / c.clock.core_hz, Unit::kTime) + ")");
+  }
+  check_host_limits(c, add);
   return p;
 }
 

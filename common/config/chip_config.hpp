@@ -193,6 +193,7 @@ struct SimParams {
   std::string memory_model;  // "detailed" or "simple"
   double counter_interval = 0;  // ns
   bool sanitize = false;        // the synchronisation checker (--sanitize)
+  std::uint64_t max_instructions = 0;  // per kernel launch, over all its blocks
 };
 
 struct ChipConfig {
@@ -235,6 +236,26 @@ struct ChipConfig {
 void reflect(Visitor& v, ChipConfig& c);
 
 // A consistency problem found after loading, naming the key it concerns.
+// hbm.address_mapping read as its fields, most significant first (hw/mem/address_map.hpp says what each means):
+// ro, ba, ch, co, bg and optionally coN, each once, ro first. `error` says why a name is not such a mapping (empty
+// when it is); the loader reports it at the key, the HBM model refuses it.
+struct AddressFields {
+  enum Field : std::uint8_t { kRow, kBank, kChannel, kColumn, kColumnLow, kBankGroup };
+  std::vector<Field> msb_first;
+  std::uint32_t low_columns = 1;  // N of a "coN" field; 1 when the column is not split
+  std::string error;
+};
+AddressFields parse_address_mapping(const HbmParams& h);
+
+// The most the simulator's own memory is sized for (check_consistency refuses more, naming the key).
+inline constexpr std::uint64_t kMaxCores = 4096;        // cores of all kinds; also slices, engines, channels
+inline constexpr std::uint64_t kMaxFlagIds = 64;        // event ids per pipe pair, cross-core flag ids
+inline constexpr std::uint64_t kMaxQueueDepth = 65536;  // queue depths, requests in flight, banks
+inline constexpr std::uint64_t kMaxL2Lines = std::uint64_t{1} << 24;
+inline constexpr std::uint64_t kMaxLocalBufferBytes = std::uint64_t{16} << 20;
+inline constexpr std::uint64_t kMaxRowBytes = std::uint64_t{1} << 20;  // a DRAM row, an L2 line
+inline constexpr double kMaxCounterIntervalNs = 1e9;                   // one second
+
 struct Problem {
   std::string key;
   std::string message;

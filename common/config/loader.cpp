@@ -1,5 +1,6 @@
 #include "common/config/loader.hpp"
 
+#include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
 
 #include <algorithm>
@@ -101,16 +102,124 @@ Source resolve(std::string_view spec, const fs::path& relative_to, const Origin&
   }
   fs::path p(spec);
   if (p.is_relative() && !relative_to.empty()) p = relative_to / p;
-  std::ifstream in(p, std::ios::binary);
-  if (!in) {
-    std::string msg = "config '" + std::string(spec) + "' is neither a built-in config (" + builtin_names() +
-                      ") nor a readable file";
+  auto fail = [&](const std::string& what) {
+    std::string msg = "config '" + std::string(spec) + "' " + what;
     if (!asked_at.file.empty()) msg = asked_at.describe() + ": key 'extends': " + msg;
     throw ConfigError(msg);
+  };
+  std::error_code ec;
+  const fs::file_status st = fs::status(p, ec);
+  if (fs::is_directory(st) || fs::is_character_file(st) || fs::is_block_file(st)) {
+    fail("is a directory or a device, not a config file");  // a pipe (--config <(...)) is read, up to the limit
   }
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return {p.lexically_normal().string(), ss.str(), p.parent_path()};
+  std::ifstream in(p, std::ios::binary);
+  if (!in) fail("is neither a built-in config (" + builtin_names() + ") nor a readable file");
+  std::string text(kMaxConfigFileBytes + 1, '\0');
+  in.read(text.data(), static_cast<std::streamsize>(text.size()));
+  text.resize(static_cast<std::size_t>(in.gcount()));
+  if (text.size() > kMaxConfigFileBytes) {
+    fail("is larger than " + std::to_string(kMaxConfigFileBytes) + " bytes, the most a config file may have");
+  }
+  return {p.lexically_normal().string(), std::move(text), p.parent_path()};
+}
+
+// The position of the quote that ends the quoted scalar starting at `pos` (its opening quote), or npos when the
+// text ends first. yaml-cpp takes an unterminated quoted scalar to the end of the file (swallowing the keys after
+// it) without an error, so the loader checks every quoted value itself.
+std::size_t closing_quote(std::string_view text, std::size_t pos) {
+  const char q = text[pos];
+  for (std::size_t i = pos + 1; i < text.size(); ++i) {
+    if (q == '"' && text[i] == '\\') {
+      ++i;  // an escaped character, e.g. \"
+    } else if (text[i] == q) {
+      if (q == '\'' && i + 1 < text.size() && text[i + 1] == '\'') {
+        ++i;  // '' is a quote inside a single-quoted scalar
+      } else {
+        return i;
+      }
+    }
+  }
+  return std::string_view::npos;
+}
+
+// The line where a second YAML document starts, or 0 when the text holds one. A document marker ("---", or "..."
+// ending one) is only ever at the start of a line and never inside a scalar, so a scan of line starts finds them.
+// (yaml-cpp's LoadAll would, but loops forever on some malformed texts, e.g. ",a]b}": found by fuzzing.)
+int second_document_line(std::string_view text) {
+  bool content = false, ended = false;
+  int line = 0;
+  for (std::size_t pos = 0; pos < text.size();) {
+    const std::size_t end = std::min(text.find('\n', pos), text.size());
+    const std::string_view l = text.substr(pos, end - pos);
+    ++line;
+    pos = end + 1;
+    auto marker = [&](std::string_view m) {
+      return l.substr(0, 3) == m && (l.size() == 3 || l[3] == ' ' || l[3] == '\t' || l[3] == '\r');
+    };
+    const std::size_t first = l.find_first_not_of(" \t\r");
+    if (first == std::string_view::npos || l[first] == '#' || (!content && l[0] == '%'))
+      continue;  // blank, comment, directive
+    if (marker("---")) {
+      if (content || ended) return line;
+      content = l.find_first_not_of(" \t\r", 3) != std::string_view::npos;  // "--- value" starts the content
+      continue;
+    }
+    if (marker("...")) {
+      ended = true;
+      continue;
+    }
+    if (ended) return line;
+    content = true;
+  }
+  return 0;
+}
+
+// Walks the document as flatten will, refusing what a config never has: nesting deeper than kMaxConfigDepth, more
+// than kMaxConfigNodes nodes (an alias bomb: each alias expands to its anchor's whole tree), a key given twice in
+// one mapping (yaml-cpp keeps both and a lookup finds the first) and an unterminated quoted scalar.
+void check_shape(const YAML::Node& node, std::string_view text, const std::string& file, std::size_t depth,
+                 std::size_t& nodes) {
+  if (++nodes > kMaxConfigNodes) {
+    throw ConfigError(file + ":" + std::to_string(node.Mark().line + 1) + ": more than " +
+                      std::to_string(kMaxConfigNodes) + " values (aliases that expand each other?)");
+  }
+  if (depth > kMaxConfigDepth) {
+    throw ConfigError(file + ":" + std::to_string(node.Mark().line + 1) + ": nested deeper than " +
+                      std::to_string(kMaxConfigDepth) + " levels");
+  }
+  if (node.IsScalar()) {
+    // yaml-cpp marks a node where its anchor (&a) or tag (!!str) starts: skip those to the value.
+    std::size_t pos = static_cast<std::size_t>(std::max(node.Mark().pos, 0));
+    while (pos < text.size() && (text[pos] == '&' || text[pos] == '!')) {
+      while (pos < text.size() && text[pos] != ' ' && text[pos] != '\t' && text[pos] != '\n') ++pos;
+      while (pos < text.size() && (text[pos] == ' ' || text[pos] == '\t')) ++pos;
+    }
+    if (node.Tag() == "!" && pos < text.size() && (text[pos] == '"' || text[pos] == '\'') &&
+        closing_quote(text, pos) == std::string_view::npos) {
+      throw ConfigError(file + ":" + std::to_string(node.Mark().line + 1) +
+                        ": the quoted value starting here has no closing " + std::string(1, text[pos]));
+    }
+    return;
+  }
+  std::map<std::string, int> seen;  // key -> line
+  for (const auto& kv : node) {
+    if (node.IsMap()) {
+      const YAML::Node k = kv.first;
+      const YAML::Node v = kv.second;
+      const int line = k.Mark().line + 1;
+      if (k.IsScalar()) {
+        const auto [it, fresh] = seen.emplace(k.Scalar(), line);
+        if (!fresh) {
+          throw ConfigError(file + ":" + std::to_string(line) + ": key '" + k.Scalar() +
+                            "' is given twice (first at line " + std::to_string(it->second) + ")");
+        }
+      }
+      check_shape(k, text, file, depth + 1, nodes);
+      check_shape(v, text, file, depth + 1, nodes);
+    } else {
+      check_shape(kv, text, file, depth + 1, nodes);
+    }
+  }
 }
 
 void flatten(const YAML::Node& node, const std::string& prefix, const std::string& file, Flat& out, Errors& errors) {
@@ -142,12 +251,21 @@ void load_flat(const Source& src, Flat& out, std::set<std::string>& chain, Error
   if (!chain.insert(src.name).second) {
     throw ConfigError(src.name + ": 'extends' forms a cycle");
   }
+  // A UTF-8 byte-order mark: yaml-cpp skips it but counts positions without it, which the checks below use.
+  const std::string_view text = std::string_view(src.text).substr(src.text.rfind("\xEF\xBB\xBF", 0) == 0 ? 3 : 0);
   YAML::Node root;
   try {
-    root = YAML::Load(src.text);
+    if (const int line = second_document_line(text)) {
+      throw ConfigError(src.name + ":" + std::to_string(line) + ": a second YAML document; a config is one document");
+    }
+    root = YAML::Load(std::string(text));
+  } catch (const YAML::DeepRecursion& e) {
+    throw ConfigError(src.name + ":" + std::to_string(e.mark.line + 1) + ": nested deeper than yaml-cpp parses");
   } catch (const YAML::Exception& e) {
     throw ConfigError(src.name + ":" + std::to_string(e.mark.line + 1) + ": YAML syntax error: " + e.msg);
   }
+  std::size_t nodes = 0;
+  check_shape(root, text, src.name, 0, nodes);
   if (!root.IsMap()) {
     throw ConfigError(src.name + ":1: a chip config must be a YAML mapping of keys to values");
   }

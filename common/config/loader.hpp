@@ -20,6 +20,11 @@ struct BuiltinConfig {
 const std::vector<BuiltinConfig>& builtin_configs();
 inline constexpr std::string_view kDefaultConfig = "910b";
 
+// What a config file may hold (issue 23): the built-in configs are under 16 KiB, 4 levels deep and 400 values.
+inline constexpr std::size_t kMaxConfigFileBytes = std::size_t{1} << 20;
+inline constexpr std::size_t kMaxConfigDepth = 32;
+inline constexpr std::size_t kMaxConfigNodes = 100000;
+
 // Where a value came from: "configs/910b.yaml:12", "--set", or "default".
 struct Origin {
   std::string file;

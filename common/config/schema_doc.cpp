@@ -3,6 +3,7 @@
 #include <sstream>
 
 #include "common/config/chip_config.hpp"
+#include "common/config/loader.hpp"
 
 namespace npusim::config {
 
@@ -44,6 +45,17 @@ std::string schema_markdown() {
          "status 1. Values set with `--set` are reported as `--set a.b=v`. A problem several keys make together\n"
          "(a UB size its bank groups cannot split evenly) is reported at the one set last (a `--set`, else the\n"
          "user's file, else the built-in config) and names the others to change with it.\n\n"
+         "## Limits\n\n"
+         "Some keys size the simulator's own memory, and a typo there could take the host's. They are refused\n"
+         "above limits far beyond any chip the configs describe: "
+      << kMaxCores << " cores of all kinds (and as many L2 slices, SDMA engines and HBM pseudo-channels), "
+      << kMaxFlagIds << " event ids and cross-core flag ids, " << kMaxQueueDepth
+      << " for queue depths, requests in flight and banks per pseudo-channel, " << kMaxL2Lines << " L2 lines and "
+      << (kMaxLocalBufferBytes >> 20) << " MiB for each of a core's buffers. A config file is at most "
+      << (kMaxConfigFileBytes >> 20) << " MiB, " << kMaxConfigDepth << " levels deep and " << kMaxConfigNodes
+      << " values (so an alias that expands others is refused),\n"
+         "one YAML document, with no key given twice in a mapping and every quoted value closed.\n"
+         "`sim.max_instructions` bounds what one kernel launch may simulate.\n\n"
          "## Keys\n\n"
          "| key | type | unit | default | description |\n|---|---|---|---|---|\n";
   for (const KeyInfo& k : describe_schema()) {

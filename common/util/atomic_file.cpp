@@ -6,6 +6,7 @@
 #include <csignal>
 #include <cstdio>
 #include <cstring>
+#include <filesystem>
 
 #include "common/util/error.hpp"
 
@@ -55,7 +56,35 @@ extern "C" void on_interrupt(int sig) {
 }  // namespace
 
 AtomicFile::AtomicFile(std::string path) : path_(std::move(path)) {
-  tmp_ = path_ + ".part-" + std::to_string(::getpid());
+  namespace fs = std::filesystem;
+  std::error_code ec;
+  const fs::file_status st = fs::status(path_, ec);  // through symlinks
+  if (ec && ec != std::errc::no_such_file_or_directory) {
+    throw InputError(path_ + ": cannot be written (" + ec.message() + ")");  // a symlink loop, a denied directory
+  }
+  if (fs::is_directory(st)) throw InputError(path_ + ": cannot be written (it is a directory)");
+  // Through a symlink, the file it names is replaced and the link kept. A path through /dev or /proc is a
+  // process's stream or a device (/dev/stdout -> /proc/self/fd/1 -> a file the shell holds open): written in place,
+  // as a rename would leave the shell writing to a file no longer linked.
+  fs::path target = path_;
+  bool special = path_.rfind("/dev/", 0) == 0 || path_.rfind("/proc/", 0) == 0;
+  for (int hops = 0; fs::is_symlink(fs::symlink_status(target, ec)); ++hops) {
+    const fs::path next = fs::read_symlink(target, ec);
+    if (ec || hops == 40) throw InputError(path_ + ": cannot be written (a symlink chain that does not end)");
+    target = next.is_absolute() ? next : target.parent_path() / next;
+    special = special || target.string().rfind("/dev/", 0) == 0 || target.string().rfind("/proc/", 0) == 0;
+  }
+  if ((fs::exists(st) && !fs::is_regular_file(st)) || special) {
+    // A device or a pipe (/dev/null, /dev/stdout, a FIFO): written in place. Renaming a file over it would replace
+    // the device node itself (as root, /dev/full became a regular file).
+    direct_ = true;
+    out_.open(path_, std::ios::binary | std::ios::app);  // a file behind /dev/stdout is appended to, not cut
+    if (!out_) throw InputError(path_ + ": cannot be written (" + std::strerror(errno) + ")");
+    open_ = true;
+    return;
+  }
+  target_ = target.string();
+  tmp_ = target_ + ".part-" + std::to_string(::getpid());
   slot_ = claim(tmp_);
   out_.open(tmp_, std::ios::binary | std::ios::trunc);
   if (!out_) {
@@ -73,7 +102,7 @@ AtomicFile::~AtomicFile() {
 void AtomicFile::discard() noexcept {
   if (open_) {
     out_.close();
-    std::remove(tmp_.c_str());
+    if (!direct_) std::remove(tmp_.c_str());
     open_ = false;
   }
   release(slot_);
@@ -82,13 +111,21 @@ void AtomicFile::discard() noexcept {
 
 void AtomicFile::commit() {
   if (!open_) return;
-  out_.flush();
+  if (out_) {
+    errno = 0;  // else errno still tells why the stream failed (write_file_atomically flushes right after writing)
+    out_.flush();
+  }
   out_.close();
   if (!out_) {
+    const std::string why = errno != 0 ? std::strerror(errno) : "disk full?";
     discard();
-    throw InputError(path_ + ": error while writing (disk full?)");
+    throw InputError(path_ + ": error while writing (" + why + ")");
   }
-  if (std::rename(tmp_.c_str(), path_.c_str()) != 0) {
+  if (direct_) {
+    open_ = false;
+    return;
+  }
+  if (std::rename(tmp_.c_str(), target_.c_str()) != 0) {
     const std::string why = std::strerror(errno);
     discard();
     throw InputError(path_ + ": cannot be written (" + why + ")");
@@ -100,7 +137,9 @@ void AtomicFile::commit() {
 
 void write_file_atomically(const std::string& path, const std::string& bytes) {
   AtomicFile f(path);
+  errno = 0;
   f.stream().write(bytes.data(), static_cast<std::streamsize>(bytes.size()));
+  f.stream().flush();
   f.commit();
 }
 

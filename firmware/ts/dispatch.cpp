@@ -37,8 +37,11 @@ std::vector<std::vector<BlockSlot>> block_slots(hw::chip::Chip& chip, kernel::Ke
 }
 
 hw::core::Program block_program(std::function<void()> body, std::uint32_t block, std::uint32_t block_dim,
-                                std::uint32_t sub_idx, std::uint32_t sub_num, std::uint64_t init_cycles) {
-  return [body = std::move(body), block, block_dim, sub_idx, sub_num, init_cycles](hw::core::CoreEngine& engine) {
+                                std::uint32_t sub_idx, std::uint32_t sub_num, std::uint64_t init_cycles,
+                                std::shared_ptr<hw::core::InstructionBudget> budget) {
+  return [body = std::move(body), block, block_dim, sub_idx, sub_num, init_cycles,
+          budget = std::move(budget)](hw::core::CoreEngine& engine) {
+    engine.set_budget(budget.get());
     kernel::KernelContext kc;
     kc.engine = &engine;
     kc.block_idx = block;

@@ -22,14 +22,16 @@ struct BlockSlot {
 };
 std::vector<std::vector<BlockSlot>> block_slots(hw::chip::Chip& chip, kernel::KernelType type);
 
-// What a core runs for one block: sets up the kernel context, spends `init_cycles` of scalar time (kernel software
-// init: arguments, tiling data), then runs the body.
 // The scalar cycles a block spends starting before its kernel body runs: the core's start-up and the kernel's
 // initialisation (launch.core_startup + launch.kernel_init), in core cycles.
 std::uint64_t block_init_cycles(const config::ChipConfig& chip);
 
+// What a core runs for one block: sets up the kernel context, spends `init_cycles` of scalar time (kernel software
+// init: arguments, tiling data), then runs the body, its instructions counted against the launch's `budget` (shared
+// by its blocks; null: no limit).
 hw::core::Program block_program(std::function<void()> body, std::uint32_t block, std::uint32_t block_dim,
-                                std::uint32_t sub_idx, std::uint32_t sub_num, std::uint64_t init_cycles = 0);
+                                std::uint32_t sub_idx, std::uint32_t sub_num, std::uint64_t init_cycles = 0,
+                                std::shared_ptr<hw::core::InstructionBudget> budget = nullptr);
 
 // The order in which the task scheduler hands free block slots to the kernels in flight (launch.dispatch_order),
 // a policy made by name in one place (make_dispatch_order). The scheduler asks `pick` for the next kernel to offer a

@@ -75,7 +75,9 @@ void TaskScheduler::start_task(std::size_t s, const TaskDescriptor& d) {
       if (d.block_dim == 0) throw InputError("kernel " + kernels_[d.kernel].name + ": block_dim must be at least 1");
       records_[rec].name = kernels_[d.kernel].name;
       records_[rec].block_dim = d.block_dim;
-      kernel_tasks_.push_back(KernelTask{rec, d.kernel, 0, 0, d.block_dim, kernels_[d.kernel].type, 1});
+      kernel_tasks_.push_back(KernelTask{rec, d.kernel, 0, 0, d.block_dim, kernels_[d.kernel].type, 1,
+                                         std::make_shared<hw::core::InstructionBudget>(
+                                             hw::core::InstructionBudget{chip_.config().sim.max_instructions, 0})});
       break;
     }
     case TaskType::kMemcpy: {
@@ -132,7 +134,9 @@ bool TaskScheduler::dispatch_block(KernelTask& task, std::uint64_t init_cycles) 
     for (const auto& c : slot) {
       core_busy_[c.core->identity().index] = true;
       c.core->start(
-          block_program(kernels_[task.kernel].body, block, task.block_dim, c.sub_idx, c.sub_num, init_cycles), block,
+          block_program(kernels_[task.kernel].body, block, task.block_dim, c.sub_idx, c.sub_num, init_cycles,
+                        task.budget),
+          block,
           [this, record, cores_per_block, &task](const hw::core::CoreEngine& e) {
             records_[record].runs.push_back(core_run(e));
             core_busy_[e.identity().index] = false;

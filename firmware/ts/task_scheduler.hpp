@@ -79,6 +79,7 @@ class TaskScheduler {
     std::uint32_t next_block = 0, done_cores = 0, block_dim = 0;
     kernel::KernelType type;
     std::uint32_t slot_cores = 1;
+    std::shared_ptr<hw::core::InstructionBudget> budget;  // sim.max_instructions over the launch's blocks
     std::uint32_t cores_per_block() const { return slot_cores; }
   };
   struct Copy {

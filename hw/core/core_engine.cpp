@@ -192,6 +192,16 @@ void CoreEngine::scalar_busy(std::uint64_t cycles) {
   }
 }
 
+void CoreEngine::count_issue() {
+  ++issued_;
+  if (budget_ && ++budget_->used > budget_->limit) {
+    throw KernelError("core " + id_.name + " (block " + std::to_string(id_.block) + "): the launch issued more than " +
+                      "sim.max_instructions = " + std::to_string(budget_->limit) +
+                      " instructions over its blocks (a loop that never ends? a shape too large to simulate? raise it "
+                      "with --set sim.max_instructions=N)");
+  }
+}
+
 void CoreEngine::record(PipeState& ps, std::uint64_t start, std::uint64_t end) {
   if (end <= start) return;
   // Starts come in program order; occupancies may overlap (copies in flight), so busy is the union's length.
@@ -211,7 +221,7 @@ void CoreEngine::issue(isa::Instr in, std::uint64_t call_cycles) {
   if (finished_) throw KernelError("core " + id_.name + ": instruction issued after the kernel finished");
   if (!isa::is_sync_op(in.op) && in.op != Op::kScalar) in.pipe = isa::pipe_of(in);
   validate(in);
-  ++issued_;
+  count_issue();
   scalar_busy(call_cycles + cfg_.scalar.cycles_per_instruction);
 
   // Instructions the scalar unit executes itself.
@@ -276,7 +286,7 @@ void CoreEngine::scalar_work(std::uint64_t cycles) {
   in.op = Op::kScalar;
   in.pipe = Pipe::kS;
   in.sync.scalar_cycles = cycles;
-  ++issued_;
+  count_issue();
   scalar_busy(cycles);
 }
 
@@ -289,7 +299,7 @@ void CoreEngine::scalar_read(Space s, std::uint64_t addr, void* out, std::uint64
                            std::string(isa::space_name(s)));
   }
   scalar_busy(cfg_.scalar.cycles_per_instruction);
-  ++issued_;
+  count_issue();
   // Everything that started before now has had its effect.
   while (step(scalar_time_)) {
   }
@@ -312,7 +322,7 @@ void CoreEngine::scalar_write(Space s, std::uint64_t addr, const void* in_bytes,
                            std::string(isa::space_name(s)));
   }
   scalar_busy(cfg_.scalar.cycles_per_instruction);
-  ++issued_;
+  count_issue();
   while (step(scalar_time_)) {
   }
   if (s == Space::kGm) check_gm_bounds(in, Pipe::kS, "scalar write", addr, bytes);

@@ -76,6 +76,13 @@ struct CoreIdentity {
   std::uint32_t block = 0;  // the block the core runs
 };
 
+// What one kernel launch may issue over all its blocks (sim.max_instructions), shared by their engines: a launch
+// past it is stopped with a KernelError instead of running on (a loop that never ends) or taking the host's memory.
+struct InstructionBudget {
+  std::uint64_t limit = 0;
+  std::uint64_t used = 0;
+};
+
 struct PipeStats {
   std::uint64_t instructions = 0;
   std::uint64_t busy = 0;  // cycles with an instruction in execution (the intervals' total length)
@@ -124,6 +131,8 @@ class CoreEngine {
   std::uint64_t instructions() const { return issued_; }
 
   void set_trace(TraceSink* sink) { trace_ = sink; }
+  // The launch's budget, shared with its other blocks (null: no limit).
+  void set_budget(InstructionBudget* b) { budget_ = b; }
   // Opaque per-core context of the software running on the scalar unit (firmware/kernel owns it).
   void set_user_context(void* p) { user_ = p; }
   // The GM ranges the running kernel was launched with: when set, every GM access must lie inside one of them
@@ -192,6 +201,8 @@ class CoreEngine {
   bool gm_chunk(PipeState& ps, Entry& e, const InstrCost& c, std::uint64_t start, std::uint64_t* end,
                 std::uint64_t* done);
   void record(PipeState& ps, std::uint64_t start, std::uint64_t end);
+  // One more instruction issued; KernelError past the launch's budget.
+  void count_issue();
   void run_semantics(const isa::Instr& in, isa::Pipe pipe);
   void scalar_busy(std::uint64_t cycles);
 
@@ -207,6 +218,7 @@ class CoreEngine {
   std::unique_ptr<View> view_;
   std::uint64_t start_ = 0, scalar_time_ = 0, end_ = 0;
   std::uint64_t issued_ = 0;
+  InstructionBudget* budget_ = nullptr;
   TraceSink* trace_ = nullptr;
   void* user_ = nullptr;
   std::vector<GmRange> gm_bounds_;

@@ -1,6 +1,5 @@
 #include "hw/mem/address_map.hpp"
 
-#include <sstream>
 #include <vector>
 
 #include "common/util/error.hpp"
@@ -15,32 +14,10 @@ AddressMap::AddressMap(const config::HbmParams& h)
       banks_(static_cast<std::uint32_t>(h.banks_per_group)),
       cols_(static_cast<std::uint32_t>(h.row_bytes / h.burst_bytes)),
       row_hash_(h.row_hash) {
-  auto bad = [&](const std::string& why) {
-    return InputError("hbm.address_mapping '" + name_ + "': " + why);
-  };
-  std::vector<Field> msb_first;
-  std::stringstream ss(name_);
-  int seen[6] = {0, 0, 0, 0, 0, 0};
-  for (std::string f; std::getline(ss, f, '_');) {
-    Field field;
-    if (f == "ro") field = kRow;
-    else if (f == "ba") field = kBank;
-    else if (f == "ch") field = kChannel;
-    else if (f == "co") field = kColumn;
-    else if (f == "bg") field = kBankGroup;
-    else if (f.size() > 2 && f.compare(0, 2, "co") == 0 && f.find_first_not_of("0123456789", 2) == std::string::npos) {
-      field = kColumnLow;
-      col_low_ = static_cast<std::uint32_t>(std::stoul(f.substr(2)));
-      if (col_low_ == 0 || cols_ % col_low_ != 0)
-        throw bad("'" + f + "' must divide the " + std::to_string(cols_) + " columns of a row");
-    } else {
-      throw bad("unknown field '" + f + "' (ro, ba, ch, bg, co, coN)");
-    }
-    if (seen[field]++) throw bad("field '" + f + "' appears twice");
-    msb_first.push_back(field);
-  }
-  if (!seen[kRow] || !seen[kBank] || !seen[kChannel] || !seen[kColumn] || !seen[kBankGroup] || msb_first.front() != kRow)
-    throw bad("needs the fields ro, ba, ch, co and bg (optionally coN), ro first");
+  const config::AddressFields parsed = config::parse_address_mapping(h);
+  if (!parsed.error.empty()) throw InputError("hbm.address_mapping '" + name_ + "': " + parsed.error);
+  col_low_ = parsed.low_columns;
+  const std::vector<Field>& msb_first = parsed.msb_first;
   bool below = true;
   for (auto it = msb_first.rbegin(); it != msb_first.rend(); ++it) {
     if (*it == kChannel || *it == kBank || *it == kRow) below = false;

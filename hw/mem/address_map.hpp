@@ -43,7 +43,10 @@ class AddressMap {
   const std::string& name() const { return name_; }
 
  private:
-  enum Field : std::uint8_t { kRow, kBank, kChannel, kColumn, kColumnLow, kBankGroup };
+  using Field = config::AddressFields::Field;
+  static constexpr Field kRow = config::AddressFields::kRow, kBank = config::AddressFields::kBank,
+                         kChannel = config::AddressFields::kChannel, kColumn = config::AddressFields::kColumn,
+                         kColumnLow = config::AddressFields::kColumnLow, kBankGroup = config::AddressFields::kBankGroup;
   struct Digit {
     Field field;
     std::uint32_t count;

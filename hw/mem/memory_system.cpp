@@ -52,9 +52,12 @@ MemorySystem::MemorySystem(const config::ChipConfig& cfg, std::uint32_t cores)
 }
 
 MemoryBin& MemorySystem::bin(double cycle) {
-  const auto i = static_cast<std::size_t>(std::max(0.0, cycle) / static_cast<double>(bin_cycles_));
-  if (i >= bins_.size()) bins_.resize(i + 1);
-  return bins_[i];
+  const auto i = static_cast<std::uint64_t>(std::max(0.0, cycle) / static_cast<double>(bin_cycles_));
+  if (last_bin_ptr_ == nullptr || i != last_bin_) {
+    last_bin_ = i;
+    last_bin_ptr_ = &bins_[i];  // std::map: the pointer stays valid as bins are added
+  }
+  return *last_bin_ptr_;
 }
 
 double MemorySystem::hbm_fetch(std::uint64_t addr, std::uint64_t bytes, bool write, double t) {

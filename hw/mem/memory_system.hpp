@@ -20,6 +20,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <memory>
 #include <vector>
 
@@ -72,7 +73,9 @@ class MemorySystem final : public GmPort {
   const Hbm& hbm() const { return hbm_; }
   const L2Cache& l2() const { return l2_; }
   const MemoryTotals& totals() const { return totals_; }
-  const std::vector<MemoryBin>& bins() const { return bins_; }
+  // The bins that saw traffic, by index (bin i covers cycles [i, i + 1) x bin_cycles()): sparse, so a request far
+  // in the future (a memory trace's cycle 10^15) costs one bin, not every bin before it.
+  const std::map<std::uint64_t, MemoryBin>& bins() const { return bins_; }
   std::uint64_t bin_cycles() const { return bin_cycles_; }
   double ns_per_cycle() const { return ns_per_cycle_; }
 
@@ -93,8 +96,10 @@ class MemorySystem final : public GmPort {
   std::vector<std::vector<double>> read_inflight_, write_inflight_;
   std::vector<std::size_t> read_next_, write_next_;
   MemoryTotals totals_;
-  std::vector<MemoryBin> bins_;
+  std::map<std::uint64_t, MemoryBin> bins_;
   std::uint64_t bin_cycles_;
+  std::uint64_t last_bin_ = 0;  // the bin bin() returned last (requests come mostly in time order)
+  MemoryBin* last_bin_ptr_ = nullptr;
   std::vector<L2Cache::Way*> batch_;  // scratch for through_l2
 };
 

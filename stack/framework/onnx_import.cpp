@@ -17,6 +17,7 @@
 #include "common/util/error.hpp"
 #include "common/util/file.hpp"
 #include "stack/framework/onnx_model.hpp"
+#include "stack/graph/onnx_ops/host_array.hpp"
 #include "stack/graph/onnx_ops/op_table.hpp"
 #include "stack/graph/passes/passes.hpp"
 
@@ -61,7 +62,14 @@ Tensor tensor_of(const onnx::TensorProto& t, const std::string& what) {
                           ? onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(t.data_type()))
                           : std::to_string(t.data_type())) +
                      ")");
-  for (auto d : t.dims()) out.shape.push_back(d);
+  long double count = 1;  // in long double: 2^64 products neither wrap nor overflow
+  for (auto d : t.dims()) {
+    if (d < 0) throw InputError(what + ": tensor '" + t.name() + "' has the negative dim " + std::to_string(d));
+    out.shape.push_back(d);
+    count *= static_cast<long double>(d);
+  }
+  if (count > static_cast<long double>(std::uint64_t{1} << 53))
+    throw InputError(what + ": tensor '" + t.name() + "' has more than 2^53 elements");
   const std::size_t n = static_cast<std::size_t>(out.elements()), es = graph::elem_bytes(out.type);
   if (t.has_raw_data()) {
     if (t.raw_data().size() != n * es)
@@ -70,10 +78,11 @@ Tensor tensor_of(const onnx::TensorProto& t, const std::string& what) {
     out.bytes.assign(t.raw_data().begin(), t.raw_data().end());
     return out;
   }
-  out.bytes.resize(n * es);
-  auto put = [&](std::size_t count, auto get) {
-    if (count != n)
-      throw InputError(what + ": tensor '" + t.name() + "' has " + std::to_string(count) + " values for " + std::to_string(n) + " elements");
+  auto put = [&](std::size_t values, auto get) {
+    if (values != n)
+      throw InputError(what + ": tensor '" + t.name() + "' has " + std::to_string(values) + " values for " +
+                       std::to_string(n) + " elements");
+    out.bytes.resize(n * es);  // only now: the dims alone may claim more than the file holds
     for (std::size_t i = 0; i < n; ++i) get(i, out.bytes.data() + i * es);
   };
   switch (out.type) {
@@ -275,8 +284,9 @@ Graph build_graph(const onnx::GraphProto& gp, const std::string& what) {
         n.inputs.push_back(id);
       }
       for (const auto& o : np.output()) {
-        graph::ValueId id = g.find_value(o);
-        if (id == graph::kNoValue) id = g.add_value(o.empty() ? std::string() : o, ElemType::kUndefined);
+        // An empty name is an optional output left out: a value of its own, never another node's.
+        graph::ValueId id = o.empty() ? graph::kNoValue : g.find_value(o);
+        if (id == graph::kNoValue) id = g.add_value(o, ElemType::kUndefined);
         n.outputs.push_back(id);
       }
       g.add_node(std::move(n));
@@ -362,12 +372,27 @@ bool bind_inputs(onnx::ModelProto& model, ImportedModel& out, const std::map<std
   return bound;
 }
 
+// IR versions 3 (the first with opset imports) to 14 (what ONNX 1.23, pinned in requirements.txt, writes by
+// default): 0 means the field was never set (not a model, or a truncated one), and a version past 14 may hold
+// constructs this importer does not know (issue 23).
+constexpr std::int64_t kMinIrVersion = 3, kMaxIrVersion = 14;
+
+void check_ir_version(const onnx::ModelProto& model, const std::string& what) {
+  const std::int64_t v = model.ir_version();
+  if (v == 0) throw InputError(what + ": ir_version is not set: not an ONNX model, or a truncated one");
+  if (v < kMinIrVersion || v > kMaxIrVersion) {
+    throw InputError(what + ": ir_version " + std::to_string(v) + " is outside the versions npusim reads (" +
+                     std::to_string(kMinIrVersion) + " to " + std::to_string(kMaxIrVersion) + ")");
+  }
+}
+
 // Parsed model -> IR: external data in, newer opsets in opset-17 forms, symbolic dims bound, then inference and
 // folding in turns.
 ImportedModel import_model(onnx::ModelProto& model, const std::string& what, const std::string& model_dir,
                            const ImportOptions& opts) {
   const std::map<std::string, std::int64_t>& dims = opts.dims;
   ImportedModel out;
+  check_ir_version(model, what);
   for (const auto& op : model.opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") out.opset = op.version();
   load_external_data(model, model_dir, what);
@@ -457,8 +482,12 @@ std::vector<std::string> onnx_input_names(const std::string& path) {
 }
 
 std::pair<std::string, graph::Tensor> read_tensor_pb(const std::string& path) {
+  return parse_tensor_pb(read_file(path), path);
+}
+
+std::pair<std::string, graph::Tensor> parse_tensor_pb(const std::string& bytes, const std::string& path) {
   onnx::TensorProto t;
-  if (!t.ParseFromString(read_file(path))) throw InputError(path + ": not an ONNX TensorProto");
+  if (!t.ParseFromString(bytes)) throw InputError(path + ": not an ONNX TensorProto");
   // uint16 is bfloat16's bits, as in .npy files (ONNX 1.12's test data stores bfloat16 tensors so).
   if (t.data_type() == onnx::TensorProto::UINT16) t.set_data_type(onnx::TensorProto::BFLOAT16);
   return {t.name(), tensor_of(t, path)};
@@ -484,7 +513,22 @@ std::vector<std::string> unsupported_nodes(const graph::Graph& g, const std::vec
     const graph::Node& n = g.node(id);
     const std::string key = n.domain.empty() ? n.op_type : n.domain + "." + n.op_type;
     const bool known = std::find(supported.begin(), supported.end(), key) != supported.end();
-    if (!known) out.push_back(n.name + " (" + (n.domain.empty() ? "" : n.domain + ".") + n.op_type + ")");
+    if (known) continue;
+    std::string item = n.name + " (" + (n.domain.empty() ? "" : n.domain + ".") + n.op_type + ")";
+    // An op that only folds on the host (ConstantOfShape, Range...) stays when its output is too large to fold:
+    // say so rather than leave it looking like an op npusim lacks.
+    for (graph::ValueId v : n.outputs) {
+      const auto& shape = g.value(v).shape;
+      if (!shape) continue;
+      long double count = 1;
+      for (const graph::Dim& d : *shape) count *= d.known() ? static_cast<long double>(d.value) : 0;
+      if (count > static_cast<long double>(graph::onnx_ops::kMaxFoldElements)) {
+        item += " [its output '" + g.value(v).name + "' " + graph::dims_string(*shape) + " has more than the " +
+                std::to_string(graph::onnx_ops::kMaxFoldElements) + " elements host folding takes]";
+        break;
+      }
+    }
+    out.push_back(std::move(item));
   }
   return out;
 }

@@ -47,6 +47,8 @@ std::vector<std::string> onnx_input_names(const std::string& path);
 // An ONNX TensorProto file (.pb, as the ONNX test data keeps inputs and outputs) -> its name and data (a uint16
 // tensor as bfloat16 bits, as in .npy files); throws InputError naming the file.
 std::pair<std::string, graph::Tensor> read_tensor_pb(const std::string& path);
+// The same from the file's bytes; `name` names it in errors.
+std::pair<std::string, graph::Tensor> parse_tensor_pb(const std::string& bytes, const std::string& name);
 // Writes `t` as a TensorProto named `name` (raw data).
 void write_tensor_pb(const std::string& path, const std::string& name, const graph::Tensor& t);
 

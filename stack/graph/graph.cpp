@@ -3,6 +3,7 @@
 #include <algorithm>
 #include <climits>
 #include <cstring>
+#include <limits>
 
 #include "common/util/error.hpp"
 #include "hw/isa/dtype.hpp"
@@ -144,8 +145,12 @@ std::string dims_string(const Dims& d) {
 }
 
 std::int64_t Tensor::elements() const {
+  // A 0 dim makes an empty tensor whatever the others say; a product past int64 saturates (callers refuse more
+  // than 2^53 elements) instead of overflowing.
+  if (std::find(shape.begin(), shape.end(), 0) != shape.end()) return 0;
   std::int64_t n = 1;
-  for (auto d : shape) n *= d;
+  for (auto d : shape)
+    if (__builtin_mul_overflow(n, d, &n)) return std::numeric_limits<std::int64_t>::max();
   return n;
 }
 
@@ -238,6 +243,7 @@ NodeId Graph::add_node(Node n) {
   }
   for (ValueId out : n.outputs) {
     Value& v = value(out);
+    if (v.producer == id) throw GraphError("node '" + n.name + "' lists its output '" + v.name + "' twice");
     if (v.producer >= 0 && nodes_[static_cast<std::size_t>(v.producer)].alive)
       throw GraphError("value '" + v.name + "' is produced by both node '" + nodes_[static_cast<std::size_t>(v.producer)].name +
                        "' and node '" + n.name + "'");

@@ -460,12 +460,11 @@ OpDef copy_op(const std::string& name, ParseFn parse, JobsFn call, const std::st
     const std::uint64_t es = hw::isa::dtype_bytes(t);
     CopyArgs a;
     a.stage_bytes = std::min<std::uint64_t>((chip.buffers.ub.size - 1024) / 2 / 32 * 32, 64 * 1024);
-    std::uint64_t units = 0, bytes = 0;
+    std::uint64_t units = 0;
     for (std::size_t i = 0; i < c.dims.size(); ++i) {
       a.jobs.push_back(make_job(c.dims[i], c.src[i], c.dst[i], c.src_off[i], c.dst_off[i], es, a.stage_bytes));
       units += a.jobs.back().units;
     }
-    for (const Shape& s : c.outputs) bytes += elements(s) * es;
     OpPlan plan;
     for (const Shape& s : c.outputs) plan.outputs.push_back({s, t});
     plan.type = KernelType::kVector;

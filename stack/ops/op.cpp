@@ -189,7 +189,15 @@ OpPlan plan_op(const OpDef& op, const std::vector<TensorDesc>& in, const Call& c
       if (!hw::isa::is_float(in[i].dtype))
         throw InputError("op " + op.name + ": input " + std::to_string(i) + " is " +
                          std::string(hw::isa::dtype_name(in[i].dtype)) + "; it takes fp16, bf16 and fp32");
-  return op.plan(in, call, chip);
+  OpPlan plan = op.plan(in, call, chip);
+  if (plan.min_instructions > chip.sim.max_instructions) {
+    throw InputError(
+        "op " + op.name + ": at least " + std::to_string(plan.min_instructions) +
+        " instructions to simulate, more than sim.max_instructions = " + std::to_string(chip.sim.max_instructions) +
+        " (about 0.7 us and 30-60 B of host memory each; raise it with --set sim.max_instructions=N, or "
+        "simulate a smaller shape)");
+  }
+  return plan;
 }
 
 std::string kernel_name(const std::string& op) {

@@ -87,6 +87,9 @@ struct OpPlan {
   std::uint64_t workspace_bytes = 0;
   // Floating-point operations of the call (0: not a compute op), for TFLOPS.
   double flops = 0;
+  // A lower bound on the instructions the launch will issue, when the tiling can tell (0: not estimated). plan_op
+  // refuses a call whose bound passes sim.max_instructions, before anything is allocated or run.
+  std::uint64_t min_instructions = 0;
   // The compulsory traffic in bytes when the kernel does not read every input whole (a gather reads only the rows
   // it picks); unset: every input once and every output once.
   std::optional<std::uint64_t> compulsory_bytes;

@@ -52,7 +52,11 @@ void RunOutputs::finish(const Device& dev, nlohmann::json& report) {
   if (writer_) {
     for (auto& t : tracers_) t->flush();
     write_runtime_trace(*writer_, dev, cores_);
-    writer_->close();
+    try {
+      writer_->close();
+    } catch (const std::exception& e) {
+      throw InputError(std::string("--trace: ") + e.what());
+    }
     report["trace"] = paths_.trace;
   }
   if (!paths_.summary.empty()) {

@@ -13,15 +13,24 @@ using hw::isa::Pipe;
 void write_memory_counters(traces::ChromeTraceWriter& w, const hw::mem::MemorySystem& ms) {
   const int pid = w.add_process("Memory", -1);
   const double bin_ns = static_cast<double>(ms.bin_cycles()) * ms.ns_per_cycle();
-  const auto& bins = ms.bins();
-  for (std::size_t i = 0; i < bins.size(); ++i) {
+  auto sample = [&](std::uint64_t i, const hw::mem::MemoryBin& b) {
     const double ts = static_cast<double>(i) * bin_ns;
-    w.counter(pid, "HBM", ts, {{"GB/s", static_cast<double>(bins[i].hbm_bytes) / bin_ns}});
-    const std::uint64_t looks = bins[i].l2_hits + bins[i].l2_misses;
+    w.counter(pid, "HBM", ts, {{"GB/s", static_cast<double>(b.hbm_bytes) / bin_ns}});
+    const std::uint64_t looks = b.l2_hits + b.l2_misses;
     w.counter(pid, "L2 hit rate", ts,
-              {{"hit rate", looks ? static_cast<double>(bins[i].l2_hits) / static_cast<double>(looks) : 0.0}});
-    w.counter(pid, "L2", ts, {{"GB/s", static_cast<double>(bins[i].l2_bytes) / bin_ns}});
+              {{"hit rate", looks ? static_cast<double>(b.l2_hits) / static_cast<double>(looks) : 0.0}});
+    w.counter(pid, "L2", ts, {{"GB/s", static_cast<double>(b.l2_bytes) / bin_ns}});
+  };
+  // Only bins with traffic are kept; a counter holds its value until the next sample, so an idle stretch is one
+  // zero sample where it starts.
+  const hw::mem::MemoryBin idle;
+  std::uint64_t next = 0;
+  for (const auto& [i, b] : ms.bins()) {
+    if (i != next) sample(next, idle);
+    sample(i, b);
+    next = i + 1;
   }
+  if (!ms.bins().empty()) sample(next, idle);
 }
 
 void write_runtime_trace(traces::ChromeTraceWriter& w, const Device& dev,

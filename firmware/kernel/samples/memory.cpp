@@ -24,7 +24,9 @@ Sample hbm_stream_sample() {
       "bytes (268435456): bytes moved in total over all cores\ncores (all vector cores): cores streaming\n"
       "pattern (seq): seq, stride or random\nstride (65536): bytes between accesses for pattern=stride\n"
       "access (16384): bytes per DataCopy\nread_ratio (100): percent of the bytes that are reads\n"
-      "span (1073741824): bytes of address space that stride and random accesses range over",
+      "span (1073741824, or a quarter of hbm.capacity when less): bytes of address space that stride and random "
+      "accesses "
+      "range over",
       [](Params& p, hw::chip::Chip& chip) {
         require_detailed(chip, "hbm_stream");
         const std::uint32_t all = vector_core_count(chip.config());
@@ -34,14 +36,24 @@ Sample hbm_stream_sample() {
         const std::uint64_t stride = p.integer("stride", 65536, 32, 1ULL << 32);
         const std::uint64_t access = p.integer("access", 16384, 32, chip.config().buffers.ub.size / 2);
         const std::uint64_t read_pct = p.integer("read_ratio", 100, 0, 100);
-        const std::uint64_t span = p.integer("span", 1ULL << 30, 4096, chip.config().hbm.capacity / 2);
+        // The default span fits any device: 1 GiB, or a quarter of the device memory when that is less.
+        const std::uint64_t span =
+            p.integer("span", std::min<std::uint64_t>(1ULL << 30, chip.config().hbm.capacity / 4), 4096,
+                      chip.config().hbm.capacity / 2);
         if (access % 32 != 0) throw InputError("parameter 'access': must be a multiple of 32 B");
         const std::uint64_t per_core = bytes / cores / access * access;
-        if (per_core == 0) throw InputError("parameter 'bytes': less than one access per core");
+        if (per_core == 0) {
+          throw InputError("parameters 'bytes', 'cores' and 'access': " + std::to_string(bytes) + " B over " +
+                           std::to_string(cores) + " cores is less than one access of " + std::to_string(access) +
+                           " B a core (raise bytes, or lower cores or access)");
+        }
         // Sequential streams read [0, bytes) and write [bytes, 2 bytes); stride and random accesses range over
         // `span` bytes (reads in the lower, writes in the upper half of the device's first 2 x span).
         const std::uint64_t region = pattern == "seq" ? per_core * cores : span;
-        if (2 * region > chip.config().hbm.capacity) throw InputError("parameter 'bytes': twice the buffer exceeds hbm.capacity");
+        if (2 * region > chip.config().hbm.capacity) {
+          throw InputError(std::string(pattern == "seq" ? "parameter 'bytes'" : "parameter 'span'") + ": twice " +
+                           std::to_string(region) + " B (reads and writes apart) exceeds hbm.capacity");
+        }
         SampleRun run;
         run.spec.name = "hbm_stream";
         run.spec.type = KernelType::kVector;
@@ -91,7 +103,11 @@ Sample l2_stream_sample() {
         const auto cores = static_cast<std::uint32_t>(p.integer("cores", all, 1, all));
         const std::uint64_t access = p.integer("access", 16384, 32, chip.config().buffers.ub.size);
         const std::uint64_t per_core = ws / cores / access * access;
-        if (per_core == 0) throw InputError("parameter 'working_set': less than one access per core");
+        if (per_core == 0) {
+          throw InputError("parameters 'working_set', 'cores' and 'access': " + std::to_string(ws) + " B over " +
+                           std::to_string(cores) + " cores is less than one access of " + std::to_string(access) +
+                           " B a core (raise working_set, or lower cores or access)");
+        }
         SampleRun run;
         run.spec.name = "l2_stream";
         run.spec.type = KernelType::kVector;

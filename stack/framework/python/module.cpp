@@ -213,13 +213,13 @@ PYBIND11_MODULE(_core, m) {
       .def("compile_file",
            [](PySession& s, const std::string& path, const std::map<std::string, std::int64_t>& dims, bool fusion,
               std::uint32_t streams) {
-             fw::CompileOptions o{dims, fusion, streams};
+             fw::CompileOptions o{dims, fusion, streams, {}};
              return fw::Model::from_file(path, s.s().chip(), o);
            })
       .def("compile_bytes",
            [](PySession& s, const py::bytes& bytes, const std::string& what,
               const std::map<std::string, std::int64_t>& dims, bool fusion, std::uint32_t streams) {
-             fw::CompileOptions o{dims, fusion, streams};
+             fw::CompileOptions o{dims, fusion, streams, {}};
              return fw::Model::from_bytes(std::string(bytes), what, s.s().chip(), o);
            })
       .def("run", &PySession::run)

@@ -267,8 +267,23 @@ std::int64_t int_pow(std::int64_t a, std::int64_t b) {
   return to_int(std::pow(static_cast<double>(a), static_cast<double>(b)));
 }
 
+// Integer arithmetic in two's complement, wrapping as numpy's int64 does (INT64_MAX + 1 is INT64_MIN): C++'s
+// signed overflow is undefined, and INT64_MIN / -1 traps (SIGFPE, issue 23).
+std::int64_t wrap(std::uint64_t v) {
+  return static_cast<std::int64_t>(v);
+}
+std::int64_t int_add(std::int64_t a, std::int64_t b) {
+  return wrap(static_cast<std::uint64_t>(a) + static_cast<std::uint64_t>(b));
+}
+std::int64_t int_sub(std::int64_t a, std::int64_t b) {
+  return wrap(static_cast<std::uint64_t>(a) - static_cast<std::uint64_t>(b));
+}
+std::int64_t int_mul(std::int64_t a, std::int64_t b) {
+  return wrap(static_cast<std::uint64_t>(a) * static_cast<std::uint64_t>(b));
+}
 std::int64_t int_div(std::int64_t a, std::int64_t b) {
-  if (b == 0) throw NoFold{};
+  if (b == 0) throw NoFold{};  // left to run, where the device gives inf's integer conversion
+  if (b == -1) return int_sub(0, a);
   return a / b;  // integer division truncates, as ONNX Runtime's
 }
 
@@ -286,11 +301,11 @@ void add_elementwise(std::vector<OpInfo>& table) {
                         .lowers(lower_binary, binary_text));
   };
   binary(
-      "Add", "add", [](double a, double b) { return a + b; }, [](std::int64_t a, std::int64_t b) { return a + b; });
+      "Add", "add", [](double a, double b) { return a + b; }, int_add);
   binary(
-      "Sub", "sub", [](double a, double b) { return a - b; }, [](std::int64_t a, std::int64_t b) { return a - b; });
+      "Sub", "sub", [](double a, double b) { return a - b; }, int_sub);
   binary(
-      "Mul", "mul", [](double a, double b) { return a * b; }, [](std::int64_t a, std::int64_t b) { return a * b; });
+      "Mul", "mul", [](double a, double b) { return a * b; }, int_mul);
   binary(
       "Div", "div", [](double a, double b) { return a / b; }, int_div);
   table.push_back(OpInfo::onnx("Pow", 2, 2)
@@ -330,8 +345,9 @@ void add_elementwise(std::vector<OpInfo>& table) {
     if (*fn) op.lowers(lower_unary, "the unary op of the same name (`relu`, `exp`...)");
     table.push_back(std::move(op));
   };
-  unary("Neg", "neg", unary_fold([](double v) { return -v; }, [](std::int64_t v) { return -v; }));
-  unary("Abs", "abs", unary_fold([](double v) { return std::fabs(v); }, [](std::int64_t v) { return v < 0 ? -v : v; }));
+  unary("Neg", "neg", unary_fold([](double v) { return -v; }, [](std::int64_t v) { return int_sub(0, v); }));
+  unary("Abs", "abs",
+        unary_fold([](double v) { return std::fabs(v); }, [](std::int64_t v) { return v < 0 ? int_sub(0, v) : v; }));
   unary("Sqrt", "sqrt", unary_fold([](double v) { return std::sqrt(v); }, nullptr));
   unary("Reciprocal", "reciprocal", unary_fold([](double v) { return 1.0 / v; }, nullptr));
   unary("Exp", "exp", unary_fold([](double v) { return std::exp(v); }, nullptr));

@@ -480,8 +480,16 @@ OpDef flash_attention_op() {
     double entries = 0;
     for (std::uint32_t i = 0; i < g.s.S; ++i) entries += g.s.causal ? std::min(g.s.SK, i + 1) : g.s.SK;
     plan.flops = 4.0 * g.s.D * entries * g.s.B * g.s.N;
-    std::uint64_t units = 0;
-    for (std::uint32_t blk = 0; blk < g.t.block_dim; ++blk) units += units_of(g.s, g.t, blk).size();
+    std::uint64_t units = 0, steps = 0;
+    for (std::uint32_t blk = 0; blk < g.t.block_dim; ++blk) {
+      for (const FaUnit& u : units_of(g.s, g.t, blk)) {
+        ++units;
+        steps += key_blocks(g.s, g.t, u32(u.bn / g.s.N), u.q0, u.qr, u.split);
+      }
+    }
+    // Each step issues at least its Q K^T Mmad, its P V Mmad and one softmax pass (about 125 instructions at D = 64
+    // on tiny): a lower bound, so a call refused by it would have run past the limit too.
+    plan.min_instructions = 3 * steps;
     plan.tiling = {{"block_q", g.t.bq},
                    {"block_k", g.t.bk},
                    {"key_pass", g.t.ck},

@@ -1,0 +1,22 @@
+// libFuzzer target: the .npy reader (`npusim run --inputs`, `npusim kernel --arg x=in.npy`, `--check`). A file it
+// takes must hold exactly the bytes its header promises; bad input must end in InputError.
+#include <cstddef>
+#include <cstdint>
+#include <string>
+
+#include "cli/npy.hpp"
+#include "common/util/error.hpp"
+
+// NOLINTNEXTLINE(readability-identifier-naming): libFuzzer's entry point
+extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
+  try {
+    const npusim::cli::NpyArray a =
+        npusim::cli::parse_npy(std::string(reinterpret_cast<const char*>(data), size), "fuzz.npy");
+    std::uint64_t elements = 1;
+    for (std::uint64_t d : a.shape) elements *= d;
+    if (a.bytes.size() > size) __builtin_trap();  // more data than the file held
+    (void)elements;
+  } catch (const npusim::InputError&) {
+  }
+  return 0;
+}
