@@ -27,10 +27,13 @@ std::vector<std::int64_t> reshaped(const FoldArgs& a, const HostArray& x) {
     std::int64_t known = 1, infer = -1;
     for (std::size_t d = 0; d < s.size(); ++d) {
       if (s[d] == 0 && !n.attr_int("allowzero", 0)) s[d] = x.shape.at(d);
+      // A dim below -1, a second -1 or a product past int64 is no shape: left to inference, which names it (signed
+      // overflow here was found by fuzzing).
+      if (s[d] < -1 || (s[d] == -1 && infer >= 0)) throw NoFold{};
       if (s[d] == -1)
         infer = static_cast<std::int64_t>(d);
-      else
-        known *= s[d];
+      else if (__builtin_mul_overflow(known, s[d], &known))
+        throw NoFold{};
     }
     if (infer >= 0) s[static_cast<std::size_t>(infer)] = known ? count(x.shape) / known : 0;
     return s;
