@@ -78,14 +78,20 @@ int run_pipeline_demo(const KernelOptions& opts, const std::map<std::string, std
   params.reject_unused("pipeline_demo");
   stack::runtime::validate(demo);
   const hw::core::Mode mode = (opts.check || opts.functional) ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
-  RunOutputs outputs(opts.files, loaded.chip.clock.core_hz);
+  RunOutputs outputs(opts.files, loaded.chip);
   stack::runtime::Device dev(loaded.chip, mode, outputs.trace_factory());
   const auto t0 = std::chrono::steady_clock::now();
   dev.run([&](stack::runtime::Device& d) { stack::runtime::run_pipeline_demo(d, demo); });
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   nlohmann::json report = stack::runtime::runtime_report(dev);
   report["kernel"] = {{"name", "pipeline_demo"}, {"params", values}};
-  report["sim"] = {{"wall_seconds", wall}, {"mode", mode == hw::core::Mode::kFunctional ? "functional" : "timing"}};
+  std::uint64_t instructions = 0;
+  for (const auto& t : dev.tasks())
+    for (const auto& r : t.runs) instructions += r.instructions;
+  report["sim"] = {{"wall_seconds", wall},
+                   {"instructions", instructions},
+                   {"instructions_per_second", wall > 0 ? static_cast<double>(instructions) / wall : 0.0},
+                   {"mode", mode == hw::core::Mode::kFunctional ? "functional" : "timing"}};
   int status = 0;
   if (opts.check) {
     // The reference: 2x + 1 in fp32, the kernel's arithmetic (two roundings, so exact for these inputs).
@@ -128,7 +134,7 @@ int run_kernel_command(const KernelOptions& opts) {
   const hw::core::Mode mode =
       (opts.check || opts.functional) ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
 
-  RunOutputs run_outputs(opts.files, loaded.chip.clock.core_hz);
+  RunOutputs run_outputs(opts.files, loaded.chip);
   stack::runtime::Device dev(loaded.chip, mode, run_outputs.trace_factory());
   hw::chip::Chip& chip = dev.chip();
 

@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cstdlib>
+#include <functional>
 #include <iostream>
 #include <string>
 #include <vector>
@@ -56,7 +57,46 @@ void add_config_options(CLI::App& cmd, ConfigOptions& opts) {
 // --json, --trace FILE, --summary FILE, --stats FILE of the simulating commands.
 void add_output_options(CLI::App& cmd, bool& json, npusim::stack::runtime::OutputPaths& out) {
   cmd.add_flag("--json", json, "print one JSON object (keys in docs/metrics.md)");
-  cmd.add_option("--trace", out.trace, "write a Chrome/Perfetto trace to FILE")->type_name("FILE");
+  CLI::Option* trace = cmd.add_option("--trace", out.trace,
+                                      "write a Chrome/Perfetto trace to FILE (gzip-compressed when FILE ends in .gz)")
+                           ->type_name("FILE");
+  npusim::stack::runtime::TraceOptions& t = out.trace_options;
+  // The parsers' InputErrors become CLI11's usage errors (exit 2, with the option's name).
+  auto usage = [](const std::function<void()>& f) {
+    try {
+      f();
+    } catch (const npusim::InputError& e) {
+      throw CLI::ValidationError(e.what());
+    }
+  };
+  cmd.add_option_function<std::string>(
+         "--trace-level",
+         [&t, usage](const std::string& v) {
+           usage([&] { t.level = npusim::stack::runtime::parse_trace_level(v, "--trace-level"); });
+         },
+         "what the trace shows: task (API calls, streams, memory), block (and each core's blocks) or instr (and the "
+         "pipes' instructions on the --trace-cores) [default: instr]")
+      ->type_name("LEVEL")
+      ->needs(trace);
+  cmd.add_option("--trace-cores", t.cores,
+                 "cores whose pipes an instr trace shows: names and ranges (aic0,aiv0-3) or all [default: the first "
+                 "core group, e.g. aic0,aiv0,aiv1]")
+      ->type_name("LIST")
+      ->needs(trace);
+  cmd.add_option_function<std::string>(
+         "--trace-window",
+         [&t, usage](const std::string& v) {
+           usage([&] { npusim::stack::runtime::parse_trace_window(v, "--trace-window", t); });
+         },
+         "trace instructions only from START to END microseconds of device time (either may be left out)")
+      ->type_name("START:END")
+      ->needs(trace);
+  cmd.add_option("--trace-limit", t.max_slices,
+                 "the most instruction slices a trace keeps; the rest are left out, with a warning")
+      ->type_name("N")
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40))
+      ->capture_default_str()
+      ->needs(trace);
   cmd.add_option("--summary", out.summary, "write the op summary CSV to FILE")->type_name("FILE");
   cmd.add_option("--stats", out.stats, "write every component's statistics (chip.aiv0.mte2.bytes, ...) as JSON to FILE")
       ->type_name("FILE");

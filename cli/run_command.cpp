@@ -59,9 +59,10 @@ std::string file_of(const std::string& dir, const std::string& name) {
   return dir + "/" + n + ".npy";
 }
 
+// Present and not a directory: a device or a pipe is taken too, so that reading it names what it is.
 bool exists(const std::string& path) {
   std::error_code ec;
-  return std::filesystem::is_regular_file(path, ec);
+  return std::filesystem::exists(path, ec) && !std::filesystem::is_directory(path, ec);
 }
 
 // The file each model input (`names`, in the graph's order) is read from: DIR/NAME.npy or DIR/NAME.pb (an ONNX

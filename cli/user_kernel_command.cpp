@@ -200,7 +200,7 @@ int run_user_kernel_command(const KernelOptions& opts) {
     }
   }
 
-  RunOutputs run_outputs(opts.files, loaded.chip.clock.core_hz);
+  RunOutputs run_outputs(opts.files, loaded.chip);
   rt::Device dev(loaded.chip, mode, run_outputs.trace_factory());
   std::map<std::size_t, std::vector<std::uint8_t>> results;
   const auto t0 = std::chrono::steady_clock::now();

@@ -25,6 +25,7 @@ PACKAGES=(
   libboost-dev
   libyaml-cpp-dev         # chip configs
   nlohmann-json3-dev      # --json output, traces
+  zlib1g-dev              # gzip-compressed traces (--trace F.json.gz) and the trace checker reading them
   libcli11-dev            # command line
   libgtest-dev libgmock-dev
   libbenchmark-dev        # Google Benchmark

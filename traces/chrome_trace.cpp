@@ -57,6 +57,11 @@ void write_us(std::ostream& out, double ns) {
 
 ChromeTraceWriter::ChromeTraceWriter(const std::string& path) : file_(std::make_unique<AtomicFile>(path)), path_(path) {
   out_ = &file_->stream();
+  if (path.size() > 3 && path.compare(path.size() - 3, 3, ".gz") == 0) {
+    gzip_ = std::make_unique<GzipStreambuf>(*out_);
+    gzip_out_ = std::make_unique<std::ostream>(gzip_.get());
+    out_ = gzip_out_.get();
+  }
   *out_ << "{\"displayTimeUnit\":\"ns\",\"traceEvents\":[\n";
 }
 
@@ -79,6 +84,8 @@ void ChromeTraceWriter::close() {
   closed_ = true;
   *out_ << "\n]}\n";
   out_->flush();
+  // A compression failure is a write failure of the file: the stream's state makes commit() report it.
+  if (gzip_ && (!gzip_->finish() || !*gzip_out_)) file_->stream().setstate(std::ios::badbit);
   if (file_) file_->commit();  // the trace appears under its name only now, complete
 }
 

@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "common/util/atomic_file.hpp"
+#include "traces/gzip_stream.hpp"
 
 namespace npusim::traces {
 
@@ -33,7 +34,8 @@ Arg arg(std::string key, double value);
 class ChromeTraceWriter {
  public:
   // Writes to a temporary beside `path` (common/util/atomic_file.hpp) that close() renames to `path`; destroyed
-  // without close(), it leaves no file. Throws InputError naming the path when it cannot write.
+  // without close(), it leaves no file. A path ending in ".gz" is written gzip-compressed. Throws InputError naming
+  // the path when it cannot write.
   explicit ChromeTraceWriter(const std::string& path);
   // Writes into a caller-owned stream (tests).
   explicit ChromeTraceWriter(std::ostream& out);
@@ -71,6 +73,8 @@ class ChromeTraceWriter {
   void check_nesting(int pid, int tid, std::string_view name, double start_ns, double end_ns);
 
   std::unique_ptr<AtomicFile> file_;
+  std::unique_ptr<GzipStreambuf> gzip_;  // between out_ and the file, for .gz paths
+  std::unique_ptr<std::ostream> gzip_out_;
   std::ostream* out_ = nullptr;
   std::string path_;
   bool first_ = true;

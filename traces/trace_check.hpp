@@ -18,10 +18,12 @@ struct TraceCheck {
 
 // Checks: a top-level object with a `traceEvents` array; every event has `ph`, integer `pid` and `tid` and a
 // non-negative numeric `ts` (metadata excepted); complete slices have a non-negative `dur` and nest on each track;
-// counters carry numeric args; every flow id has exactly one begin and one end, the end not before the begin, and
-// each flow point lies inside a slice of its track; every track that has events was named.
+// counters carry numeric args; every flow id has exactly one begin and one end, with one category and name, the end
+// not before the begin, and each flow point lies inside a slice of its track; every track that has events was named
+// (process_name and thread_name with a non-empty name); pid and tid fit 32 bits; slices nest at most 512 deep.
 TraceCheck check_trace(const nlohmann::json& trace);
-// Reads and parses a file first; a parse failure is reported as a problem.
+// Checks a file, plain or gzip-compressed, event by event as it is parsed (memory grows with its slices, not with
+// its text); a file that cannot be read or parsed is reported as a problem.
 TraceCheck check_trace_file(const std::string& path);
 
 }  // namespace npusim::traces

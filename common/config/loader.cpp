@@ -11,6 +11,7 @@
 #include <sstream>
 
 #include "common/util/error.hpp"
+#include "common/util/file.hpp"
 
 namespace npusim::config {
 namespace fs = std::filesystem;
@@ -107,18 +108,16 @@ Source resolve(std::string_view spec, const fs::path& relative_to, const Origin&
     if (!asked_at.file.empty()) msg = asked_at.describe() + ": key 'extends': " + msg;
     throw ConfigError(msg);
   };
-  std::error_code ec;
-  const fs::file_status st = fs::status(p, ec);
-  if (fs::is_directory(st) || fs::is_character_file(st) || fs::is_block_file(st)) {
-    fail("is a directory or a device, not a config file");  // a pipe (--config <(...)) is read, up to the limit
-  }
-  std::ifstream in(p, std::ios::binary);
-  if (!in) fail("is neither a built-in config (" + builtin_names() + ") nor a readable file");
-  std::string text(kMaxConfigFileBytes + 1, '\0');
-  in.read(text.data(), static_cast<std::streamsize>(text.size()));
-  text.resize(static_cast<std::size_t>(in.gcount()));
-  if (text.size() > kMaxConfigFileBytes) {
-    fail("is larger than " + std::to_string(kMaxConfigFileBytes) + " bytes, the most a config file may have");
+  std::string text;
+  switch (read_bounded(p, kMaxConfigFileBytes, text)) {
+    case ReadStatus::kOk: break;
+    case ReadStatus::kNotAFile: fail("is a directory or a device, not a config file"); break;
+    case ReadStatus::kCannotOpen:
+      fail("is neither a built-in config (" + builtin_names() + ") nor a readable file");
+      break;
+    case ReadStatus::kTooLarge:  // a pipe (--config <(...)) is read up to the limit
+      fail("is larger than " + std::to_string(kMaxConfigFileBytes) + " bytes, the most a config file may have");
+      break;
   }
   return {p.lexically_normal().string(), std::move(text), p.parent_path()};
 }

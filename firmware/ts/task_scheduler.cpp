@@ -3,15 +3,17 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <map>
 #include <vector>
 
 #include "common/util/error.hpp"
+#include "traces/overlap.hpp"
 
 namespace npusim::fw::ts {
 
 using kernel::KernelType;
 
-TaskScheduler::TaskScheduler(hw::chip::Chip& chip, const std::vector<KernelEntry>& kernels, std::uint64_t cq_base,
+TaskScheduler::TaskScheduler(hw::chip::Chip& chip, std::vector<KernelEntry>& kernels, std::uint64_t cq_base,
                              std::uint32_t cq_entries)
     : chip_(chip),
       kernels_(kernels),
@@ -114,6 +116,40 @@ void TaskScheduler::start_task(std::size_t s, const TaskDescriptor& d) {
   }
 }
 
+PipeOverlap& PipeOverlap::operator+=(const PipeOverlap& o) {
+  for (int k = 0; k < kPairs; ++k) both[k] += o.both[k];
+  cube_vector_both += o.cube_vector_both;
+  cube_vector_shorter += o.cube_vector_shorter;
+  cube_vector = cube_vector || o.cube_vector;
+  return *this;
+}
+
+PipeOverlap pipe_overlap(const std::vector<kernel::CoreRun>& runs) {
+  using hw::isa::Pipe;
+  PipeOverlap o;
+  for (const kernel::CoreRun& run : runs)
+    for (int a = 0; a < hw::isa::kPipeCount; ++a)
+      for (int b = a + 1; b < hw::isa::kPipeCount; ++b)
+        o.both[PipeOverlap::pair_index(a, b)] += traces::overlap_length(run.pipes[a].intervals, run.pipes[b].intervals);
+  // A block's cube work on its AIC against the union of its AIVs' vector work.
+  std::map<std::uint32_t, std::pair<std::vector<const traces::Intervals*>, std::vector<const traces::Intervals*>>>
+      blocks;
+  for (const kernel::CoreRun& run : runs) {
+    if (run.kind == hw::core::CoreKind::kCube)
+      blocks[run.block].first.push_back(&run.pipes[static_cast<int>(Pipe::kM)].intervals);
+    if (run.kind == hw::core::CoreKind::kVector)
+      blocks[run.block].second.push_back(&run.pipes[static_cast<int>(Pipe::kV)].intervals);
+  }
+  for (const auto& [block, lists] : blocks) {
+    if (lists.first.empty() || lists.second.empty()) continue;
+    const traces::Intervals cube = traces::union_of(lists.first), vec = traces::union_of(lists.second);
+    o.cube_vector = true;
+    o.cube_vector_both += traces::overlap_length(cube, vec);
+    o.cube_vector_shorter += std::min(traces::total_length(cube), traces::total_length(vec));
+  }
+  return o;
+}
+
 bool TaskScheduler::dispatch_block(KernelTask& task, std::uint64_t init_cycles) {
   if (task.next_block == task.block_dim) return false;
   auto& slots = slots_[static_cast<int>(task.type)];
@@ -141,6 +177,14 @@ bool TaskScheduler::dispatch_block(KernelTask& task, std::uint64_t init_cycles) 
             records_[record].runs.push_back(core_run(e));
             core_busy_[e.identity().index] = false;
             if (++task.done_cores == task.block_dim * cores_per_block) {
+              TaskRecord& done = records_[record];
+              kernels_[task.kernel].body = nullptr;  // never run again: a long session keeps no closure per launch
+              done.overlap = pipe_overlap(done.runs);
+              for (kernel::CoreRun& r : done.runs)
+                for (hw::core::PipeStats& p : r.pipes) {
+                  p.intervals.clear();
+                  p.intervals.shrink_to_fit();
+                }
               pending_.push_back(Pending{now_ns() + chip_.config().launch.completion, record, records_[record].stream});
             }
             wakeup_.notify(sc_core::SC_ZERO_TIME);

@@ -8,9 +8,11 @@
 
 #include <systemc>
 
+#include <array>
 #include <deque>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "firmware/kernel/launch_spec.hpp"
@@ -27,6 +29,31 @@ struct KernelEntry {
   std::function<void()> body;
 };
 
+// What the overlap metrics (docs/metrics.md, `overlap`) need of a kernel task's runs, summed when the task ends so
+// that the runs' busy intervals can be dropped: a long session would otherwise keep tens of bytes per instruction
+// it ever simulated.
+struct PipeOverlap {
+  static constexpr int kPairs = hw::isa::kPipeCount * (hw::isa::kPipeCount - 1) / 2;
+  // Per pair of pipes (pair_index): cycles both were busy at once on one core, summed over the runs.
+  std::array<std::uint64_t, kPairs> both{};
+  // Split chips, per block: cycles its AIC's cube pipe computed while one of its AIVs' vector pipes did, and the
+  // smaller of the two busy times (the AIVs' counted as the union of their intervals), each summed over blocks.
+  std::uint64_t cube_vector_both = 0, cube_vector_shorter = 0;
+  bool cube_vector = false;  // some block ran on both kinds
+  // The slot of pipes i != j (pipe indices) in `both`.
+  static constexpr int pair_index(int i, int j) {
+    if (i > j) std::swap(i, j);
+    return i * (2 * hw::isa::kPipeCount - i - 1) / 2 + (j - i - 1);
+  }
+  std::uint64_t pair(hw::isa::Pipe a, hw::isa::Pipe b) const {
+    return both[pair_index(static_cast<int>(a), static_cast<int>(b))];
+  }
+  PipeOverlap& operator+=(const PipeOverlap& o);
+};
+static_assert(PipeOverlap::pair_index(hw::isa::kPipeCount - 2, hw::isa::kPipeCount - 1) == PipeOverlap::kPairs - 1);
+// The overlaps of a task's runs (each run's pipes' intervals still there).
+PipeOverlap pipe_overlap(const std::vector<kernel::CoreRun>& runs);
+
 // What happened to a task, for traces, summaries and tests. Times in ns of simulated time.
 struct TaskRecord {
   std::uint32_t task_id = 0;
@@ -38,12 +65,13 @@ struct TaskRecord {
   double start_ns = 0;    // first block dispatched / copy started
   double end_ns = 0;      // finished: its completion is written then, or once the completion ring has room
   std::uint32_t waves = 0;
-  std::vector<kernel::CoreRun> runs;  // per block and core, kernels only
+  std::vector<kernel::CoreRun> runs;  // per block and core, kernels only; their pipes' intervals dropped at the end
+  PipeOverlap overlap;                // of the runs, kernels only
 };
 
 class TaskScheduler {
  public:
-  TaskScheduler(hw::chip::Chip& chip, const std::vector<KernelEntry>& kernels, std::uint64_t cq_base,
+  TaskScheduler(hw::chip::Chip& chip, std::vector<KernelEntry>& kernels, std::uint64_t cq_base,
                 std::uint32_t cq_entries);
 
   // Registers a stream whose submission ring the driver created at `sq_base`; higher priority streams are served
@@ -102,7 +130,8 @@ class TaskScheduler {
   double now_ns() const { return sc_core::sc_time_stamp().to_seconds() * 1e9; }
 
   hw::chip::Chip& chip_;
-  const std::vector<KernelEntry>& kernels_;
+  std::vector<KernelEntry>&
+      kernels_;  // a finished task's body is released (its closure may hold a plan, tiling, buffers)
   // Its counters in the chip's registry (chip.ts.*, docs/metrics.md): tasks started per type, blocks dispatched,
   // completions that waited for room in the ring.
   struct Stats {

@@ -1,5 +1,6 @@
 #include "hw/chip/chip.hpp"
 
+#include <algorithm>
 #include <string>
 
 #include "common/util/arith.hpp"
@@ -7,6 +8,23 @@
 namespace npusim::hw::chip {
 
 using core::CoreKind;
+
+std::vector<CoreSlot> core_slots(const config::ChipConfig& cfg) {
+  std::vector<CoreSlot> slots;
+  if (cfg.split()) {
+    const std::uint64_t k = std::max<std::uint64_t>(cfg.cores.aiv_per_aic, 1);
+    for (std::uint64_t i = 0; i < cfg.cores.aic; ++i)
+      slots.push_back({CoreKind::kCube, "aic" + std::to_string(i), narrow<std::uint32_t>(i)});
+    for (std::uint64_t i = 0; i < cfg.cores.aiv; ++i)
+      slots.push_back({CoreKind::kVector, "aiv" + std::to_string(i), narrow<std::uint32_t>(i / k)});
+  } else {
+    for (std::uint64_t i = 0; i < cfg.cores.ai_cores; ++i)
+      slots.push_back({CoreKind::kCoupled, "core" + std::to_string(i), narrow<std::uint32_t>(i)});
+    for (std::uint64_t i = 0; i < cfg.cores.vector_cores; ++i)
+      slots.push_back({CoreKind::kVector, "vec" + std::to_string(i), narrow<std::uint32_t>(cfg.cores.ai_cores + i)});
+  }
+  return slots;
+}
 
 Chip::Chip(const config::ChipConfig& cfg, core::Mode mode, const TraceFactory& trace)
     : cfg_(cfg),
@@ -16,24 +34,7 @@ Chip::Chip(const config::ChipConfig& cfg, core::Mode mode, const TraceFactory& t
       sdma_(cfg.sdma),
       host_link_(cfg.host_link),
       control_cpu_(std::make_unique<ControlCpu>("control_cpu", cfg.clock.control_cpu_hz)) {
-  struct Slot {
-    CoreKind kind;
-    std::string name;
-    std::uint32_t group;
-  };
-  std::vector<Slot> slots;
-  if (cfg_.split()) {
-    const std::uint64_t k = std::max<std::uint64_t>(cfg_.cores.aiv_per_aic, 1);
-    for (std::uint64_t i = 0; i < cfg_.cores.aic; ++i)
-      slots.push_back({CoreKind::kCube, "aic" + std::to_string(i), narrow<std::uint32_t>(i)});
-    for (std::uint64_t i = 0; i < cfg_.cores.aiv; ++i)
-      slots.push_back({CoreKind::kVector, "aiv" + std::to_string(i), narrow<std::uint32_t>(i / k)});
-  } else {
-    for (std::uint64_t i = 0; i < cfg_.cores.ai_cores; ++i)
-      slots.push_back({CoreKind::kCoupled, "core" + std::to_string(i), narrow<std::uint32_t>(i)});
-    for (std::uint64_t i = 0; i < cfg_.cores.vector_cores; ++i)
-      slots.push_back({CoreKind::kVector, "vec" + std::to_string(i), narrow<std::uint32_t>(cfg_.cores.ai_cores + i)});
-  }
+  const std::vector<CoreSlot> slots = core_slots(cfg_);
   if (cfg_.sim.memory_model == "simple") {
     gm_ = std::make_unique<mem::SimpleGm>(cfg_.simple_gm, narrow<std::uint32_t>(slots.size()));
   } else {
@@ -47,7 +48,7 @@ Chip::Chip(const config::ChipConfig& cfg, core::Mode mode, const TraceFactory& t
   if (cfg_.split()) {
     std::vector<core::CrossCoreHub::Member> members;
     members.reserve(slots.size());
-    for (const Slot& s : slots) members.push_back({s.kind, s.group});
+    for (const CoreSlot& s : slots) members.push_back({s.kind, s.group});
     hub_ = std::make_unique<core::CrossCoreHub>(members, narrow<std::uint32_t>(cfg_.flags.cross_core_ids),
                                                 narrow<std::uint32_t>(cfg_.flags.cross_core_max_pending),
                                                 cfg_.flags.cross_core_latency,

@@ -23,6 +23,15 @@
 
 namespace npusim::hw::chip {
 
+// One core of a config: its kind, name and group (the cube core and vector cores that run one mixed block), in the
+// chip's index order.
+struct CoreSlot {
+  core::CoreKind kind;
+  std::string name;
+  std::uint32_t group;
+};
+std::vector<CoreSlot> core_slots(const config::ChipConfig& cfg);
+
 class Chip {
  public:
   using TraceFactory = std::function<core::TraceSink*(const core::CoreIdentity&)>;

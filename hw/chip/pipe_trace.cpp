@@ -4,8 +4,9 @@
 
 namespace npusim::hw::chip {
 
-PipeTrace::PipeTrace(traces::ChromeTraceWriter& writer, const core::CoreIdentity& id, double core_hz, int sort_index)
-    : w_(writer), ns_per_cycle_(1e9 / core_hz), name_(id.name), sort_index_(sort_index) {}
+PipeTrace::PipeTrace(traces::ChromeTraceWriter& writer, const core::CoreIdentity& id, double core_hz, int sort_index,
+                     SliceFilter* filter)
+    : w_(writer), ns_per_cycle_(1e9 / core_hz), name_(id.name), sort_index_(sort_index), filter_(filter) {}
 
 void PipeTrace::open() {
   // Registered on first use, so idle cores do not clutter the trace.
@@ -17,6 +18,7 @@ PipeTrace::~PipeTrace() = default;
 
 void PipeTrace::on_instr(isa::Pipe pipe, const isa::Instr& in, std::uint64_t start, std::uint64_t end) {
   if (end <= start) return;  // flags and barriers take no pipe time
+  if (filter_ && (end <= filter_->start_cycle || start >= filter_->end_cycle)) return;
   if (pid_ < 0) open();
   const int p = static_cast<int>(pipe);
   Pending& q = pending_[p];
@@ -36,6 +38,12 @@ void PipeTrace::on_instr(isa::Pipe pipe, const isa::Instr& in, std::uint64_t sta
 void PipeTrace::emit(int p) {
   Pending& q = pending_[p];
   if (!q.count) return;
+  if (filter_ && filter_->written >= filter_->limit) {
+    ++filter_->dropped;
+    q.count = 0;
+    return;
+  }
+  if (filter_) ++filter_->written;
   traces::Args args{traces::arg("cycles", static_cast<double>(q.end - q.start))};
   if (q.count > 1) args.push_back(traces::arg("count", static_cast<double>(q.count)));
   w_.slice(pid_, tid_[p], q.name, static_cast<double>(q.start) * ns_per_cycle_,

@@ -1,10 +1,12 @@
 // Writes one core's pipe activity into a Chrome trace: a process per core, a track per pipe, a slice per
 // instruction. Back-to-back identical instructions (same name, each starting where the last ended) merge into one
-// slice with a `count` argument, so long loops stay readable and the file stays small.
+// slice with a `count` argument, so long loops stay readable and the file stays small. A SliceFilter shared by the
+// cores' tracers keeps only the instructions of a time window and stops at a number of slices.
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <limits>
 #include <string>
 
 #include "hw/core/core_engine.hpp"
@@ -12,12 +14,25 @@
 
 namespace npusim::hw::chip {
 
+struct SliceFilter {
+  // Instructions overlapping [start_cycle, end_cycle) are traced.
+  std::uint64_t start_cycle = 0;
+  std::uint64_t end_cycle = std::numeric_limits<std::uint64_t>::max();
+  std::uint64_t limit = std::numeric_limits<std::uint64_t>::max();  // slices written, over every core
+  std::uint64_t written = 0;
+  std::uint64_t dropped = 0;  // slices past the limit, left out
+};
+
 class PipeTrace final : public core::TraceSink {
  public:
-  PipeTrace(traces::ChromeTraceWriter& writer, const core::CoreIdentity& id, double core_hz, int sort_index);
+  // `filter` (may be null: everything) outlives the tracer.
+  PipeTrace(traces::ChromeTraceWriter& writer, const core::CoreIdentity& id, double core_hz, int sort_index,
+            SliceFilter* filter = nullptr);
   ~PipeTrace() override;
   void on_instr(isa::Pipe pipe, const isa::Instr& in, std::uint64_t start, std::uint64_t end) override;
   void flush();
+  // Whether the core's process is registered (an instruction of it was traced).
+  bool opened() const { return pid_ >= 0; }
   // The process and a pipe's track (registers the process if the core has not run yet).
   int pid() {
     if (pid_ < 0) open();
@@ -42,6 +57,7 @@ class PipeTrace final : public core::TraceSink {
   int pid_ = -1;
   std::array<int, isa::kPipeCount> tid_{};
   std::array<Pending, isa::kPipeCount> pending_;
+  SliceFilter* filter_;
 };
 
 }  // namespace npusim::hw::chip

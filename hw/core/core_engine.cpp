@@ -206,6 +206,8 @@ void CoreEngine::record(PipeState& ps, std::uint64_t start, std::uint64_t end) {
   if (end <= start) return;
   // Starts come in program order; occupancies may overlap (copies in flight), so busy is the union's length.
   auto& iv = ps.stats.intervals;
+  if (ps.stats.busy == 0) ps.stats.first_start = start;
+  ps.stats.last_end = std::max(ps.stats.last_end, end);
   if (!iv.empty() && iv.back().second >= start) {
     if (end > iv.back().second) {
       ps.stats.busy += end - iv.back().second;

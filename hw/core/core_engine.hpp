@@ -88,7 +88,10 @@ struct PipeStats {
   std::uint64_t busy = 0;  // cycles with an instruction in execution (the intervals' total length)
   std::uint64_t bytes = 0;
   std::uint64_t bank_conflict_cycles = 0;  // vector: cycles UB bank conflicts added to its instructions
-  std::vector<std::pair<std::uint64_t, std::uint64_t>> intervals;  // merged busy intervals [start, end)
+  // Merged busy intervals [start, end), for the overlap metrics: the task scheduler sums what the reports need
+  // when a task ends (fw::ts::PipeOverlap) and drops them, so a long run does not keep one per instruction.
+  std::vector<std::pair<std::uint64_t, std::uint64_t>> intervals;
+  std::uint64_t first_start = 0, last_end = 0;  // the first interval's start and the last one's end (0, 0 if none)
 };
 
 // The pipes a core of this kind has (docs/hw.md, "Pipes per core kind"): AIC S, MTE1, MTE2, M, FIX; AIV S, MTE2,

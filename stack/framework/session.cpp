@@ -139,7 +139,7 @@ struct Session::Impl {
   std::uint32_t last_first_task = 0;     // the last call's first task, for status()
 
   Impl(config::LoadedConfig c, hw::core::Mode m, const runtime::OutputPaths& paths)
-      : config(std::move(c)), mode(m), outputs(paths, config.chip.clock.core_hz) {
+      : config(std::move(c)), mode(m), outputs(paths, config.chip) {
     dev = std::make_unique<runtime::Device>(config.chip, mode, outputs.trace_factory());
   }
 

@@ -171,10 +171,19 @@ aclError aclrtSetDevice(int32_t deviceId) {
     else if (type == "mix") s.kernel_type = npusim::fw::kernel::KernelType::kMix;
     else throw npusim::InputError("NPUSIM_KERNEL_TYPE=" + type + ": vector, cube or mix");
     s.json_path = env("NPUSIM_JSON") ? env("NPUSIM_JSON") : "";
-    s.outputs = std::make_unique<rt::RunOutputs>(rt::OutputPaths{env("NPUSIM_TRACE") ? env("NPUSIM_TRACE") : "",
-                                                                 env("NPUSIM_SUMMARY") ? env("NPUSIM_SUMMARY") : "",
-                                                                 env("NPUSIM_STATS") ? env("NPUSIM_STATS") : ""},
-                                                 s.loaded->chip.clock.core_hz);
+    rt::OutputPaths files{env("NPUSIM_TRACE") ? env("NPUSIM_TRACE") : "",
+                          env("NPUSIM_SUMMARY") ? env("NPUSIM_SUMMARY") : "",
+                          env("NPUSIM_STATS") ? env("NPUSIM_STATS") : "",
+                          {}};
+    if (env("NPUSIM_TRACE_LEVEL"))
+      files.trace_options.level = rt::parse_trace_level(env("NPUSIM_TRACE_LEVEL"), "NPUSIM_TRACE_LEVEL");
+    if (env("NPUSIM_TRACE_CORES")) {
+      files.trace_options.cores = env("NPUSIM_TRACE_CORES");
+      files.trace_options.cores_option = "NPUSIM_TRACE_CORES";
+    }
+    if (env("NPUSIM_TRACE_WINDOW"))
+      rt::parse_trace_window(env("NPUSIM_TRACE_WINDOW"), "NPUSIM_TRACE_WINDOW", files.trace_options);
+    s.outputs = std::make_unique<rt::RunOutputs>(files, s.loaded->chip);
     s.dev = std::make_unique<rt::Device>(s.loaded->chip,
                                          mode == "functional" ? npusim::hw::core::Mode::kFunctional
                                                               : npusim::hw::core::Mode::kTimingOnly,

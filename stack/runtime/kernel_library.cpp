@@ -18,6 +18,7 @@
 #include <sstream>
 
 #include "common/util/error.hpp"
+#include "common/util/file.hpp"
 #include "common/util/self_exe.hpp"
 #include "firmware/kernel/context.hpp"
 #include "firmware/kernel/sdk/npusim_kernel_entry.h"
@@ -105,18 +106,13 @@ std::string hex(std::uint64_t v) {
   return buf;
 }
 
-bool read_file(const std::string& path, std::string& out) {
-  std::ifstream in(path, std::ios::binary);
-  if (!in) return false;
-  std::ostringstream ss;
-  ss << in.rdbuf();
-  out = ss.str();
-  return true;
+bool read_source(const std::string& path, std::string& out) {
+  return read_bounded(path, kMaxInputFileBytes, out) == ReadStatus::kOk;
 }
 
 std::string file_hash(const std::string& path) {
   std::string text;
-  return read_file(path, text) ? hex(fnv1a(text)) : std::string("missing");
+  return read_source(path, text) ? hex(fnv1a(text)) : std::string("missing");
 }
 
 std::string cache_root(const CompileOptions& opts) {
@@ -130,7 +126,7 @@ std::string cache_root(const CompileOptions& opts) {
 // The files a compile read, from the compiler's make-style dependency file.
 std::vector<std::string> dependencies(const std::string& dep_file) {
   std::string text;
-  if (!read_file(dep_file, text)) return {};
+  if (!read_source(dep_file, text)) return {};
   std::vector<std::string> out;
   std::string cur;
   bool after_colon = false;
@@ -158,6 +154,7 @@ std::vector<std::string> dependencies(const std::string& dep_file) {
 // Runs argv with its stdout sent to stderr (the caller's stdout may be a JSON report); returns the exit status.
 int run_compiler(const std::vector<std::string>& argv) {
   std::vector<char*> args;
+  args.reserve(argv.size() + 1);
   for (const std::string& a : argv) args.push_back(const_cast<char*>(a.c_str()));
   args.push_back(nullptr);
   std::cout.flush();
@@ -202,7 +199,7 @@ std::vector<std::string> sdk_include_dirs() {
 
 std::vector<std::string> global_functions(const std::string& source_path) {
   std::string text;
-  if (!read_file(source_path, text)) throw InputError(source_path + ": cannot read the kernel source");
+  text = read_file(source_path, "cannot read the kernel source");
   // Comments and string literals out (a plain scan; std::regex is slow on big sources), then every
   // `__global__ ... name(` with no ';', '{' or '}' in between.
   std::string code;
@@ -245,7 +242,7 @@ std::vector<std::string> global_functions(const std::string& source_path) {
 std::string compile_kernel(const std::string& source, const std::vector<std::string>& entries,
                            const CompileOptions& opts) {
   std::string text;
-  if (!read_file(source, text)) throw InputError(source + ": cannot read the kernel source");
+  text = read_file(source, "cannot read the kernel source");
   if (entries.empty()) throw InputError(source + ": no kernel entry to export");
   const std::string abs = fs::absolute(source).lexically_normal().string();
   const std::vector<std::string> includes = sdk_include_dirs();

@@ -45,6 +45,7 @@ namespace {
 struct Launch {
   std::uint64_t start = 0, end = 0;  // core cycles, first block start to last block end
   std::vector<fw::kernel::CoreRun> runs;
+  fw::ts::PipeOverlap overlap;  // of the tasks' runs
   std::uint32_t cores_used = 0;
   std::uint64_t instructions = 0;
   double wall_seconds = 0;
@@ -82,39 +83,18 @@ nlohmann::json launch_pipes(const Launch& l) {
   return pipes;
 }
 
-// Split chips: a block's cube and vector work sit on different cores. cube_vector is then the cycles in which a
-// block's AIC computed while at least one of its AIV did, over the smaller of the two busy times (the AIV's busy
-// time counted as the union of their intervals), summed over blocks. Negative when no block had both.
-double split_cube_vector(const Launch& l) {
-  std::uint64_t both = 0, shorter = 0;
-  std::map<std::uint32_t, std::pair<std::vector<const traces::Intervals*>, std::vector<const traces::Intervals*>>>
-      blocks;
-  for (const fw::kernel::CoreRun& run : l.runs) {
-    if (run.kind == hw::core::CoreKind::kCube)
-      blocks[run.block].first.push_back(&run.pipes[static_cast<int>(Pipe::kM)].intervals);
-    if (run.kind == hw::core::CoreKind::kVector)
-      blocks[run.block].second.push_back(&run.pipes[static_cast<int>(Pipe::kV)].intervals);
-  }
-  for (const auto& [block, lists] : blocks) {
-    if (lists.first.empty() || lists.second.empty()) continue;
-    const traces::Intervals cube = traces::union_of(lists.first), vec = traces::union_of(lists.second);
-    both += traces::overlap_length(cube, vec);
-    shorter += std::min(traces::total_length(cube), traces::total_length(vec));
-  }
-  return shorter > 0 ? static_cast<double>(both) / static_cast<double>(shorter) : -1.0;
-}
-
 // Overlap per pipe pair: time both were busy on the same core, over the shorter pipe's busy time (summed over
-// cores). Pairs where either pipe never worked are left out.
+// cores). Pairs where either pipe never worked are left out. On split chips a block's cube and vector work sit on
+// different cores: cube_vector is then the cycles in which a block's AIC computed while at least one of its AIV
+// did, over the smaller of the two busy times, summed over blocks (fw::ts::PipeOverlap).
 nlohmann::json launch_overlap(const Launch& l) {
   nlohmann::json overlap = nlohmann::json::object();
   for (std::size_t a = 0; a < std::size(kReportPipes); ++a) {
     for (std::size_t b = a + 1; b < std::size(kReportPipes); ++b) {
-      std::uint64_t both = 0, shorter = 0, busy_a = 0, busy_b = 0;
+      std::uint64_t shorter = 0, busy_a = 0, busy_b = 0;
       for (const fw::kernel::CoreRun& run : l.runs) {
         const auto& pa = run.pipes[static_cast<int>(kReportPipes[a])];
         const auto& pb = run.pipes[static_cast<int>(kReportPipes[b])];
-        both += traces::overlap_length(pa.intervals, pb.intervals);
         shorter += std::min(pa.busy, pb.busy);
         busy_a += pa.busy;
         busy_b += pb.busy;
@@ -122,12 +102,12 @@ nlohmann::json launch_overlap(const Launch& l) {
       if (busy_a == 0 || busy_b == 0 || shorter == 0) continue;
       overlap[std::string(hw::isa::pipe_metric_name(kReportPipes[a])) + "_" +
               std::string(hw::isa::pipe_metric_name(kReportPipes[b]))] =
-          static_cast<double>(both) / static_cast<double>(shorter);
+          static_cast<double>(l.overlap.pair(kReportPipes[a], kReportPipes[b])) / static_cast<double>(shorter);
     }
   }
-  if (!overlap.contains("cube_vector")) {
-    const double split = split_cube_vector(l);
-    if (split >= 0) overlap["cube_vector"] = split;
+  if (!overlap.contains("cube_vector") && l.overlap.cube_vector && l.overlap.cube_vector_shorter > 0) {
+    overlap["cube_vector"] =
+        static_cast<double>(l.overlap.cube_vector_both) / static_cast<double>(l.overlap.cube_vector_shorter);
   }
   return overlap;
 }
@@ -243,17 +223,12 @@ nlohmann::json run_report(Device& dev, double wall_seconds, const ReportWindow& 
   Launch all, last;
   std::string name;
   std::size_t kernels = 0;
-  std::uint32_t blocks = 0;  // block ids stay distinct across kernels (cube_vector pairs a block's AIC and AIVs)
   for (const auto& t : dev.tasks()) {
     if (t.type != fw::ts::TaskType::kKernel || t.task_id < window.first_task) continue;
-    std::uint32_t most = 0;
-    for (fw::kernel::CoreRun run : t.runs) {
-      most = std::max(most, run.block + 1);
-      run.block += blocks;
-      all.runs.push_back(std::move(run));
-    }
-    blocks += most;
+    all.runs.insert(all.runs.end(), t.runs.begin(), t.runs.end());
+    all.overlap += t.overlap;
     last.runs = t.runs;
+    last.overlap = t.overlap;
     name = t.name;
     ++kernels;
   }

@@ -33,8 +33,50 @@ void write_memory_counters(traces::ChromeTraceWriter& w, const hw::mem::MemorySy
   if (!ms.bins().empty()) sample(next, idle);
 }
 
+namespace {
+
+struct BlockTrack {
+  int pid = 0, tid = 0;
+};
+
+// Per core that ran blocks, a `blocks` track (in the core's process, which its pipe tracer opened when its pipes
+// are traced) with a slice per block: the kernel's name, its task and block index.
+std::map<std::uint32_t, BlockTrack> write_block_tracks(traces::ChromeTraceWriter& w, const Device& dev,
+                                                       std::map<std::uint32_t, hw::chip::PipeTrace*>& cores) {
+  struct Run {
+    const fw::ts::TaskRecord* task;
+    const fw::kernel::CoreRun* run;
+  };
+  std::map<std::uint32_t, std::vector<Run>> by_core;
+  for (const auto& t : dev.tasks())
+    for (const auto& r : t.runs) by_core[r.core_index].push_back({&t, &r});
+  const double ns_per_cycle = 1e9 / dev.chip().config().clock.core_hz;
+  std::map<std::uint32_t, BlockTrack> tracks;
+  for (auto& [core, runs] : by_core) {
+    std::sort(runs.begin(), runs.end(), [](const Run& a, const Run& b) { return a.run->start < b.run->start; });
+    const auto traced = cores.find(core);
+    BlockTrack& bt = tracks[core];
+    // The core's process: its pipe tracer's when that traced some instruction, else a new one.
+    bt.pid = traced != cores.end() && traced->second->opened()
+                 ? traced->second->pid()
+                 : w.add_process(runs.front().run->core, static_cast<int>(core));
+    bt.tid = w.add_track(bt.pid, "blocks", -1);
+    for (const Run& r : runs) {
+      w.slice(bt.pid, bt.tid, r.task->name, static_cast<double>(r.run->start) * ns_per_cycle,
+              static_cast<double>(r.run->end - r.run->start) * ns_per_cycle, "block",
+              {traces::arg("task", static_cast<double>(r.task->task_id)),
+               traces::arg("block", static_cast<double>(r.run->block)),
+               traces::arg("instructions", static_cast<double>(r.run->instructions))});
+    }
+  }
+  return tracks;
+}
+
+}  // namespace
+
 void write_runtime_trace(traces::ChromeTraceWriter& w, const Device& dev,
-                         std::map<std::uint32_t, hw::chip::PipeTrace*>& cores) {
+                         std::map<std::uint32_t, hw::chip::PipeTrace*>& cores, TraceLevel level,
+                         std::uint64_t dropped_slices) {
   if (const hw::mem::MemorySystem* ms = dev.chip().memory_system()) write_memory_counters(w, *ms);
   const int host = w.add_process("Host", -3);
   const int api = w.add_track(host, "API", 0);
@@ -60,26 +102,35 @@ void write_runtime_trace(traces::ChromeTraceWriter& w, const Device& dev,
     w.slice(host, api, c.name, c.start_ns, c.end_ns - c.start_ns, "api");
     if (c.task >= 0) by_task[c.task] = &c;
   }
+  if (dropped_slices && !dev.api_calls().empty()) {
+    w.instant(host, api, "trace truncated", dev.api_calls().back().end_ns,
+              {traces::arg("instruction slices left out (--trace-limit)", static_cast<double>(dropped_slices))});
+  }
+  const std::map<std::uint32_t, BlockTrack> blocks =
+      level == TraceLevel::kTask ? std::map<std::uint32_t, BlockTrack>{} : write_block_tracks(w, dev, cores);
   std::vector<const fw::ts::TaskRecord*> tasks;
   for (const auto& t : dev.tasks()) tasks.push_back(&t);
   std::sort(tasks.begin(), tasks.end(), [](auto* a, auto* b) { return a->fetched_ns < b->fetched_ns; });
   const double hz = dev.chip().config().clock.core_hz;
   for (const auto* t : tasks) {
     const double submitted = dev.submitted_ns(t->task_id);
-    w.slice(rt, stream_track[t->stream], t->name, t->fetched_ns, std::max(0.0, t->end_ns - t->fetched_ns),
-            task_type_name(t->type),
+    const double dur = std::max(0.0, t->end_ns - t->fetched_ns);
+    w.slice(rt, stream_track[t->stream], t->name, t->fetched_ns, dur, task_type_name(t->type),
             {traces::arg("task", static_cast<double>(t->task_id)),
              traces::arg("queued_us", (t->fetched_ns - submitted) / 1e3),
              traces::arg("block_dim", static_cast<double>(t->block_dim))});
-    // A flow from the launch call to the kernel's first block, on its core's scalar track.
-    if (t->type == fw::ts::TaskType::kKernel && !t->runs.empty() && by_task.count(t->task_id)) {
-      const auto first = std::min_element(t->runs.begin(), t->runs.end(), [](auto& a, auto& b) { return a.start < b.start; });
-      if (cores.count(first->core_index)) {
-        const ApiCall* call = by_task[t->task_id];
-        hw::chip::PipeTrace* pt = cores[first->core_index];
-        w.flow_begin(t->task_id + 1, host, api, "launch", (call->start_ns + call->end_ns) / 2);
-        w.flow_end(t->task_id + 1, pt->pid(), pt->tid(Pipe::kS), "launch", static_cast<double>(first->start) / hz * 1e9 + 0.5e9 / hz);
-      }
+    // A flow from the launch call to the kernel's first block (to the task itself when no block is traced).
+    if (t->type != fw::ts::TaskType::kKernel || t->runs.empty() || !by_task.count(t->task_id)) continue;
+    const ApiCall* call = by_task[t->task_id];
+    const auto first =
+        std::min_element(t->runs.begin(), t->runs.end(), [](auto& a, auto& b) { return a.start < b.start; });
+    const auto block = blocks.find(first->core_index);
+    w.flow_begin(t->task_id + 1, host, api, "launch", (call->start_ns + call->end_ns) / 2);
+    if (block != blocks.end()) {
+      w.flow_end(t->task_id + 1, block->second.pid, block->second.tid, "launch",
+                 static_cast<double>(first->start) / hz * 1e9 + 0.5e9 / hz);
+    } else {
+      w.flow_end(t->task_id + 1, rt, stream_track[t->stream], "launch", t->fetched_ns + dur / 2);
     }
   }
 }

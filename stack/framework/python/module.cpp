@@ -78,7 +78,7 @@ py::dict spec_dict(const fw::TensorSpec& s) {
 class PySession {
  public:
   PySession(const std::string& config, const std::vector<std::string>& sets, bool functional, const std::string& trace,
-            const std::string& summary) {
+            const std::string& summary, const std::string& trace_level, const std::string& trace_cores) {
     if (g_session_started)
       throw std::runtime_error(
           "npusim simulates one device per process (SystemC elaborates one chip per process) and this process has "
@@ -86,7 +86,11 @@ class PySession {
     npusim::config::LoadedConfig loaded = npusim::config::load_config(config, sets);
     session_ = std::make_unique<fw::Session>(
         std::move(loaded), functional ? npusim::hw::core::Mode::kFunctional : npusim::hw::core::Mode::kTimingOnly,
-        npusim::stack::runtime::OutputPaths{trace, summary, ""});
+        npusim::stack::runtime::OutputPaths{
+            trace,
+            summary,
+            "",
+            {npusim::stack::runtime::parse_trace_level(trace_level, "trace_level"), trace_cores, "trace_cores"}});
     g_session_started = true;
   }
 
@@ -204,9 +208,10 @@ PYBIND11_MODULE(_core, m) {
       .def("graph_report", [](const fw::Model& mo) { return mo.graph_report().dump(); });
 
   py::class_<PySession>(m, "Session")
-      .def(
-          py::init<const std::string&, const std::vector<std::string>&, bool, const std::string&, const std::string&>(),
-          py::arg("config"), py::arg("sets"), py::arg("functional"), py::arg("trace"), py::arg("summary"))
+      .def(py::init<const std::string&, const std::vector<std::string>&, bool, const std::string&, const std::string&,
+                    const std::string&, const std::string&>(),
+           py::arg("config"), py::arg("sets"), py::arg("functional"), py::arg("trace"), py::arg("summary"),
+           py::arg("trace_level"), py::arg("trace_cores"))
       .def("chip_name", [](PySession& s) { return s.s().chip().name; })
       .def("functional", [](PySession& s) { return s.s().functional(); })
       .def("finished", [](PySession& s) { return s.s().finished(); })

@@ -103,16 +103,19 @@ class Device:
 
     config: a built-in name (910b, 910, 310p, tiny) or a YAML file; set: overrides, {"l2.capacity": "96MiB"} or a
     list of "key=value"; functional: compute values (else timing only: outputs are None); trace / summary: a
-    Chrome/Perfetto trace and an op summary CSV of everything the device ran, written when it closes (close(), or
-    at exit). Making a Device with the settings of the one that exists returns it; other settings are an error.
+    Chrome/Perfetto trace (gzip-compressed when its name ends in .gz) and an op summary CSV of everything the
+    device ran, written when it closes (close(), or at exit); trace_level: "task", "block" or "instr" and
+    trace_cores: the cores whose pipes an instr trace shows ("aic0,aiv0-3", "all"; default the first core group),
+    as the CLI's --trace-level and --trace-cores. Making a Device with the settings of the one that exists returns
+    it; other settings are an error.
     """
 
     def __new__(cls, config: str | None = None, set=None, functional: bool = True, trace: str | None = None,
-                summary: str | None = None):
+                summary: str | None = None, trace_level: str = "instr", trace_cores: str | None = None):
         global _current
         config = config or os.environ.get("NPUSIM_CONFIG", "910b")
         sets = _sets(set)
-        key = (config, tuple(sets), bool(functional), trace or "", summary or "")
+        key = (config, tuple(sets), bool(functional), trace or "", summary or "", trace_level, trace_cores or "")
         with _lock:
             if _current is not None:
                 if _current._key == key:
@@ -123,7 +126,8 @@ class Device:
                     f"other settings needs another process (docs/python.md)")
             self = super().__new__(cls)
             self._key = key
-            self._s = _core.Session(config, sets, bool(functional), trace or "", summary or "")
+            self._s = _core.Session(config, sets, bool(functional), trace or "", summary or "", trace_level,
+                                    trace_cores or "")
             self.name = self._s.chip_name()
             self.config = config
             self.functional = bool(functional)
