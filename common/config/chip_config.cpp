@@ -301,6 +301,17 @@ void reflect(Visitor& v, ChipConfig& c) {
               "refused before it runs when its op can tell (flash_attention), stopped when it gets there otherwise "
               "(a kernel that never ends); each instruction costs about 0.7 us and 30-60 B of host memory to "
               "simulate");
+    v.integer("max_cores", c.sim.max_cores, U::kCount, kMaxCores,
+              "most cores of all kinds a chip may have (also L2 slices, SDMA engines, HBM pseudo-channels): each "
+              "costs host memory and a SystemC thread; a config past it is refused");
+    v.integer("max_queue_depth", c.sim.max_queue_depth, U::kCount, kMaxQueueDepth,
+              "most entries a queue, a flag's pending count, a core's requests in flight, a pseudo-channel's banks "
+              "or an L2 set's ways may have (host state per entry)");
+    v.integer("max_l2_lines", c.sim.max_l2_lines, U::kCount, kMaxL2Lines,
+              "most lines (l2.capacity / l2.line_bytes) the L2 model may hold (its tag arrays; 64 GiB of L2 took "
+              "4 GB of host memory)");
+    v.integer("max_buffer_bytes", c.sim.max_buffer_bytes, U::kBytes, kMaxLocalBufferBytes,
+              "most bytes each of a core's local buffers may have (functional mode holds every core's buffers)");
     v.boolean("sanitize", c.sim.sanitize, false,
               "check every local-buffer access for races between pipes, and flags left set (--sanitize; "
               "docs/kernel-sdk.md)");
@@ -376,40 +387,61 @@ namespace {
 // beyond any chip the configs describe, refused before anything is allocated so that a typo cannot take the host's
 // memory (issue 23). docs/config.md, "Limits".
 void check_host_limits(const ChipConfig& c, const std::function<void(std::string, std::string)>& add) {
-  auto at_most = [&](const std::string& key, std::uint64_t value, std::uint64_t max, const std::string& what) {
-    if (value > max) add(key, std::to_string(value) + " is more than " + std::to_string(max) + ", the most " + what);
+  // The limits themselves, from sim.max_* (raised there when a big design needs it), below the models' ceilings.
+  auto limit = [&](const char* key, std::uint64_t value, std::uint64_t ceiling) {
+    if (value > ceiling) {
+      add(key, std::to_string(value) + " is more than " + std::to_string(ceiling) +
+                   ", the most the models can index (a limit, not a size: see docs/config.md, \"Limits\")");
+      return ceiling;
+    }
+    return value;
+  };
+  const std::uint64_t max_cores = limit("sim.max_cores", c.sim.max_cores, kCeilingCores);
+  const std::uint64_t max_depth = limit("sim.max_queue_depth", c.sim.max_queue_depth, kCeilingQueueDepth);
+  const std::uint64_t max_lines = limit("sim.max_l2_lines", c.sim.max_l2_lines, kCeilingL2Lines);
+  const std::uint64_t max_buffer = limit("sim.max_buffer_bytes", c.sim.max_buffer_bytes, kCeilingBufferBytes);
+  // "V is more than L, the most WHAT (sim.KEY; raise it with --set sim.KEY=N)"; fixed limits name no key.
+  auto at_most = [&](const std::string& key, std::uint64_t value, std::uint64_t max, const std::string& what,
+                     const char* limit_key) {
+    if (value <= max) return;
+    std::string msg = std::to_string(value) + " is more than " + std::to_string(max) + ", the most " + what;
+    if (limit_key) msg.append(" (").append(limit_key).append("; a config may raise it)");
+    add(key, msg);
   };
   const bool split = c.cores.organisation == "split";
   const std::uint64_t a = split ? c.cores.aic : c.cores.ai_cores, b = split ? c.cores.aiv : c.cores.vector_cores;
-  if (a > kMaxCores || b > kMaxCores || a + b > kMaxCores) {
+  if (a > max_cores || b > max_cores || a + b > max_cores) {
     add(split ? (c.cores.aiv > c.cores.aic ? "cores.aiv" : "cores.aic") : "cores.ai_cores",
         std::to_string(a) + " + " + std::to_string(b) + " cores of all kinds are more than " +
-            std::to_string(kMaxCores) + ", the most a chip may have");
+            std::to_string(max_cores) + ", the most a chip may have (sim.max_cores; a config may raise it)");
   }
-  at_most("flags.event_ids", c.flags.event_ids, kMaxFlagIds, "event ids a pipe pair may have");
-  at_most("flags.cross_core_ids", c.flags.cross_core_ids, kMaxFlagIds, "cross-core flag ids a chip may have");
-  at_most("flags.cross_core_max_pending", c.flags.cross_core_max_pending, kMaxQueueDepth,
-          "pending counts a flag may hold");
-  at_most("noc.core_outstanding", c.noc.core_outstanding, kMaxQueueDepth, "requests a core may have in flight");
-  at_most("hbm.queue_depth", c.hbm.queue_depth, kMaxQueueDepth, "requests a pseudo-channel queue may hold");
-  at_most("sdma.engines", c.sdma.engines, kMaxCores, "SDMA engines a chip may have");
-  at_most("l2.slices", c.l2.slices, kMaxCores, "L2 slices a chip may have");
+  at_most("flags.event_ids", c.flags.event_ids, kMaxFlagIds, "event ids a pipe pair may have", nullptr);
+  at_most("flags.cross_core_ids", c.flags.cross_core_ids, kMaxFlagIds, "cross-core flag ids a chip may have", nullptr);
+  at_most("flags.cross_core_max_pending", c.flags.cross_core_max_pending, max_depth, "pending counts a flag may hold",
+          "sim.max_queue_depth");
+  at_most("noc.core_outstanding", c.noc.core_outstanding, max_depth, "requests a core may have in flight",
+          "sim.max_queue_depth");
+  at_most("hbm.queue_depth", c.hbm.queue_depth, max_depth, "requests a pseudo-channel queue may hold",
+          "sim.max_queue_depth");
+  at_most("sdma.engines", c.sdma.engines, max_cores, "SDMA engines a chip may have", "sim.max_cores");
+  at_most("l2.slices", c.l2.slices, max_cores, "L2 slices a chip may have", "sim.max_cores");
   at_most("hbm.pseudo_channels",
-          product({c.hbm.stacks, c.hbm.channels_per_stack, c.hbm.pseudo_channels}).value_or(UINT64_MAX), kMaxCores,
-          "pseudo-channels (stacks x channels_per_stack x pseudo_channels) a chip may have");
-  at_most("hbm.banks_per_group", product({c.hbm.bank_groups, c.hbm.banks_per_group}).value_or(UINT64_MAX),
-          kMaxQueueDepth, "banks (bank_groups x banks_per_group) a pseudo-channel may have");
-  at_most("l2.ways", c.l2.ways, kMaxQueueDepth, "ways an L2 set may have");
-  at_most("hbm.row_bytes", c.hbm.row_bytes, kMaxRowBytes, "bytes a DRAM row may have");
-  at_most("l2.line_bytes", c.l2.line_bytes, kMaxRowBytes, "bytes an L2 line may have");
+          product({c.hbm.stacks, c.hbm.channels_per_stack, c.hbm.pseudo_channels}).value_or(UINT64_MAX), max_cores,
+          "pseudo-channels (stacks x channels_per_stack x pseudo_channels) a chip may have", "sim.max_cores");
+  at_most("hbm.banks_per_group", product({c.hbm.bank_groups, c.hbm.banks_per_group}).value_or(UINT64_MAX), max_depth,
+          "banks (bank_groups x banks_per_group) a pseudo-channel may have", "sim.max_queue_depth");
+  at_most("l2.ways", c.l2.ways, max_depth, "ways an L2 set may have", "sim.max_queue_depth");
+  at_most("hbm.row_bytes", c.hbm.row_bytes, kMaxRowBytes, "bytes a DRAM row may have", nullptr);
+  at_most("l2.line_bytes", c.l2.line_bytes, kMaxRowBytes, "bytes an L2 line may have", nullptr);
   if (c.sim.counter_interval > kMaxCounterIntervalNs) {
     add("sim.counter_interval", format_value(c.sim.counter_interval, Unit::kTime) + " is more than " +
                                     format_value(kMaxCounterIntervalNs, Unit::kTime) + ", the widest counter bin");
   }
-  if (c.l2.line_bytes != 0 && c.l2.capacity / c.l2.line_bytes > kMaxL2Lines) {
+  if (c.l2.line_bytes != 0 && c.l2.capacity / c.l2.line_bytes > max_lines) {
     add("l2.capacity", bytes(c.l2.capacity) + " in lines of " + bytes(c.l2.line_bytes) + " is more than " +
-                           std::to_string(kMaxL2Lines) + " lines (" + bytes(kMaxL2Lines * c.l2.line_bytes) +
-                           "), the most the L2 model holds");
+                           std::to_string(max_lines) + " lines (" +
+                           bytes(product({max_lines, c.l2.line_bytes}).value_or(UINT64_MAX)) +
+                           "), the most the L2 model holds (sim.max_l2_lines; a config may raise it)");
   }
   for (const auto& [key, size] : {std::pair<const char*, std::uint64_t>{"buffers.l1.size", c.buffers.l1.size},
                                   {"buffers.l0a.size", c.buffers.l0a.size},
@@ -418,8 +450,9 @@ void check_host_limits(const ChipConfig& c, const std::function<void(std::string
                                   {"buffers.ub.size", c.buffers.ub.size},
                                   {"buffers.bias_table.size", c.buffers.bias_table.size},
                                   {"buffers.fixpipe_buffer.size", c.buffers.fixpipe_buffer.size}}) {
-    if (size > kMaxLocalBufferBytes) {
-      add(key, bytes(size) + " is more than " + bytes(kMaxLocalBufferBytes) + ", the most a core's buffer may have");
+    if (size > max_buffer) {
+      add(key, bytes(size) + " is more than " + bytes(max_buffer) +
+                   ", the most a core's buffer may have (sim.max_buffer_bytes; a config may raise it)");
     }
   }
 }

@@ -194,6 +194,11 @@ struct SimParams {
   double counter_interval = 0;  // ns
   bool sanitize = false;        // the synchronisation checker (--sanitize)
   std::uint64_t max_instructions = 0;  // per kernel launch, over all its blocks
+  // Limits on what sizes the simulator's own memory (check_consistency refuses more, naming the key and the limit).
+  std::uint64_t max_cores = 0;         // cores of all kinds; also L2 slices, SDMA engines, HBM pseudo-channels
+  std::uint64_t max_queue_depth = 0;   // queue depths, requests in flight, pending flag counts, banks, L2 ways
+  std::uint64_t max_l2_lines = 0;      // L2 capacity / line size
+  std::uint64_t max_buffer_bytes = 0;  // each of a core's local buffers
 };
 
 struct ChipConfig {
@@ -247,12 +252,18 @@ struct AddressFields {
 };
 AddressFields parse_address_mapping(const HbmParams& h);
 
-// The most the simulator's own memory is sized for (check_consistency refuses more, naming the key).
-inline constexpr std::uint64_t kMaxCores = 4096;        // cores of all kinds; also slices, engines, channels
-inline constexpr std::uint64_t kMaxFlagIds = 64;        // event ids per pipe pair, cross-core flag ids
-inline constexpr std::uint64_t kMaxQueueDepth = 65536;  // queue depths, requests in flight, banks
-inline constexpr std::uint64_t kMaxL2Lines = std::uint64_t{1} << 24;
-inline constexpr std::uint64_t kMaxLocalBufferBytes = std::uint64_t{16} << 20;
+// The most the simulator's own memory is sized for (check_consistency refuses more, naming the key): the defaults
+// of the sim.max_* keys, which a config may raise up to the ceilings below, and fixed limits.
+inline constexpr std::uint64_t kMaxCores = 4096;                                // sim.max_cores
+inline constexpr std::uint64_t kMaxQueueDepth = 65536;                          // sim.max_queue_depth
+inline constexpr std::uint64_t kMaxL2Lines = std::uint64_t{1} << 24;            // sim.max_l2_lines
+inline constexpr std::uint64_t kMaxLocalBufferBytes = std::uint64_t{16} << 20;  // sim.max_buffer_bytes
+// Ceilings of those keys: the widths the models index with (32-bit core, bank and line numbers; buffer offsets).
+inline constexpr std::uint64_t kCeilingCores = std::uint64_t{1} << 20;
+inline constexpr std::uint64_t kCeilingQueueDepth = std::uint64_t{1} << 24;
+inline constexpr std::uint64_t kCeilingL2Lines = std::uint64_t{1} << 31;
+inline constexpr std::uint64_t kCeilingBufferBytes = std::uint64_t{1} << 31;
+inline constexpr std::uint64_t kMaxFlagIds = 64;  // event ids per pipe pair, cross-core flag ids (hardware: 8-16)
 inline constexpr std::uint64_t kMaxRowBytes = std::uint64_t{1} << 20;  // a DRAM row, an L2 line
 inline constexpr double kMaxCounterIntervalNs = 1e9;                   // one second
 

@@ -47,11 +47,18 @@ std::string schema_markdown() {
          "user's file, else the built-in config) and names the others to change with it.\n\n"
          "## Limits\n\n"
          "Some keys size the simulator's own memory, and a typo there could take the host's. They are refused\n"
-         "above limits far beyond any chip the configs describe: "
-      << kMaxCores << " cores of all kinds (and as many L2 slices, SDMA engines and HBM pseudo-channels), "
-      << kMaxFlagIds << " event ids and cross-core flag ids, " << kMaxQueueDepth
-      << " for queue depths, requests in flight and banks per pseudo-channel, " << kMaxL2Lines << " L2 lines and "
-      << (kMaxLocalBufferBytes >> 20) << " MiB for each of a core's buffers. A config file is at most "
+         "above limits far beyond any chip the configs describe, each naming the key and the limit. Four limits\n"
+         "are keys themselves, for a design that needs more (the host's memory grows with them): `sim.max_cores`\n"
+         "(default "
+      << kMaxCores << ": cores of all kinds, and as many L2 slices, SDMA engines and HBM pseudo-channels),\n"
+      << "`sim.max_queue_depth` (" << kMaxQueueDepth
+      << ": queue depths, requests in flight, banks per pseudo-channel, L2 ways), `sim.max_l2_lines` (" << kMaxL2Lines
+      << ") and `sim.max_buffer_bytes` (" << (kMaxLocalBufferBytes >> 20)
+      << " MiB, each of a core's buffers); each may be raised up to what the models can index (" << kCeilingCores
+      << ", " << kCeilingQueueDepth << ", " << kCeilingL2Lines << " and " << (kCeilingBufferBytes >> 30)
+      << " GiB). Fixed are " << kMaxFlagIds
+      << " event ids and cross-core flag ids (hardware has 8 to 16) and 1 MiB DRAM rows and L2 lines. A config file is "
+         "at most "
       << (kMaxConfigFileBytes >> 20) << " MiB, " << kMaxConfigDepth << " levels deep and " << kMaxConfigNodes
       << " values (so an alias that expands others is refused),\n"
          "one YAML document, with no key given twice in a mapping and every quoted value closed.\n"

@@ -66,7 +66,8 @@ std::set<std::string> traced_cores(const std::string& spec, const std::string& o
     const auto first =
         core_number(digit == std::string::npos ? "" : std::string_view(item).substr(digit, dash - digit));
     const auto last = dash == std::string::npos ? first : core_number(std::string_view(item).substr(dash + 1));
-    std::string msg = option + " " + spec + ": ";
+    std::string msg = option;
+    msg.append(" ").append(spec).append(": ");
     if (!first || !last || *last < *first) {
       msg.append("'").append(item).append("' is not a core name or range (e.g. aic0, aiv0-3, or all)");
       throw InputError(msg);
