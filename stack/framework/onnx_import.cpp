@@ -50,13 +50,32 @@ ElemType elem_type(int onnx_type) {
 
 namespace {
 
-// Typed fields of a TensorProto -> little-endian bytes of the element type.
-Tensor tensor_of(const onnx::TensorProto& t, const std::string& what) {
+// A TensorProto's element type and dims, checked, with the count of values its data holds (raw bytes / element
+// size, or the length of the typed field it uses). ONNX's own shape inference trusts the dims of a constant and
+// would read past short data, so every tensor of a model goes through this before inference does.
+struct TensorLayout {
+  ElemType type = ElemType::kUndefined;
+  std::vector<std::int64_t> shape;
+  std::size_t elements = 0, elem_bytes = 0;
+};
+
+std::size_t typed_values(const onnx::TensorProto& t, ElemType type) {
+  switch (type) {
+    case ElemType::kFloat32: return static_cast<std::size_t>(t.float_data_size());
+    case ElemType::kFloat64: return static_cast<std::size_t>(t.double_data_size());
+    case ElemType::kInt64: return static_cast<std::size_t>(t.int64_data_size());
+    case ElemType::kUint32:
+    case ElemType::kUint64: return static_cast<std::size_t>(t.uint64_data_size());
+    default: return static_cast<std::size_t>(t.int32_data_size());
+  }
+}
+
+TensorLayout checked_layout(const onnx::TensorProto& t, const std::string& what) {
   if (t.data_location() == onnx::TensorProto::EXTERNAL || t.external_data_size() > 0)
     throw InputError(what + ": tensor '" + t.name() + "' keeps its data in an external file (not supported: save the model with the data inside)");
-  Tensor out;
-  out.type = elem_type(t.data_type());
-  if (out.type == ElemType::kUndefined)
+  TensorLayout l;
+  l.type = elem_type(t.data_type());
+  if (l.type == ElemType::kUndefined)
     throw InputError(what + ": tensor '" + t.name() + "' has an unsupported element type (" +
                      (onnx::TensorProto_DataType_IsValid(t.data_type())
                           ? onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(t.data_type()))
@@ -65,45 +84,67 @@ Tensor tensor_of(const onnx::TensorProto& t, const std::string& what) {
   long double count = 1;  // in long double: 2^64 products neither wrap nor overflow
   for (auto d : t.dims()) {
     if (d < 0) throw InputError(what + ": tensor '" + t.name() + "' has the negative dim " + std::to_string(d));
-    out.shape.push_back(d);
+    l.shape.push_back(d);
     count *= static_cast<long double>(d);
   }
   if (count > static_cast<long double>(std::uint64_t{1} << 53))
     throw InputError(what + ": tensor '" + t.name() + "' has more than 2^53 elements");
-  const std::size_t n = static_cast<std::size_t>(out.elements()), es = graph::elem_bytes(out.type);
+  l.elements = static_cast<std::size_t>(count);
+  l.elem_bytes = graph::elem_bytes(l.type);
   if (t.has_raw_data()) {
-    if (t.raw_data().size() != n * es)
-      throw InputError(what + ": tensor '" + t.name() + "' has " + std::to_string(t.raw_data().size()) + " bytes of data for " +
-                       std::to_string(n) + " elements");
+    if (t.raw_data().size() != l.elements * l.elem_bytes)
+      throw InputError(what + ": tensor '" + t.name() + "' has " + std::to_string(t.raw_data().size()) +
+                       " bytes of data for " + std::to_string(l.elements) + " elements");
+  } else if (const std::size_t values = typed_values(t, l.type); values != l.elements) {
+    throw InputError(what + ": tensor '" + t.name() + "' has " + std::to_string(values) + " values for " +
+                     std::to_string(l.elements) + " elements");
+  }
+  return l;
+}
+
+// Typed fields of a TensorProto -> little-endian bytes of the element type.
+Tensor tensor_of(const onnx::TensorProto& t, const std::string& what) {
+  const TensorLayout l = checked_layout(t, what);
+  Tensor out;
+  out.type = l.type;
+  out.shape = l.shape;
+  const std::size_t n = l.elements, es = l.elem_bytes;
+  if (t.has_raw_data()) {
     out.bytes.assign(t.raw_data().begin(), t.raw_data().end());
     return out;
   }
-  auto put = [&](std::size_t values, auto get) {
-    if (values != n)
-      throw InputError(what + ": tensor '" + t.name() + "' has " + std::to_string(values) + " values for " +
-                       std::to_string(n) + " elements");
-    out.bytes.resize(n * es);  // only now: the dims alone may claim more than the file holds
+  auto put = [&](auto get) {
+    out.bytes.resize(n * es);  // the count was checked against the data: the dims alone do not decide it
     for (std::size_t i = 0; i < n; ++i) get(i, out.bytes.data() + i * es);
   };
   switch (out.type) {
     case ElemType::kFloat32:
-      put(static_cast<std::size_t>(t.float_data_size()), [&](std::size_t i, std::uint8_t* p) { const float v = t.float_data(static_cast<int>(i)); std::memcpy(p, &v, 4); });
+      put([&](std::size_t i, std::uint8_t* p) {
+        const float v = t.float_data(static_cast<int>(i));
+        std::memcpy(p, &v, 4);
+      });
       break;
     case ElemType::kFloat64:
-      put(static_cast<std::size_t>(t.double_data_size()), [&](std::size_t i, std::uint8_t* p) { const double v = t.double_data(static_cast<int>(i)); std::memcpy(p, &v, 8); });
+      put([&](std::size_t i, std::uint8_t* p) {
+        const double v = t.double_data(static_cast<int>(i));
+        std::memcpy(p, &v, 8);
+      });
       break;
     case ElemType::kInt64:
-      put(static_cast<std::size_t>(t.int64_data_size()), [&](std::size_t i, std::uint8_t* p) { const std::int64_t v = t.int64_data(static_cast<int>(i)); std::memcpy(p, &v, 8); });
+      put([&](std::size_t i, std::uint8_t* p) {
+        const std::int64_t v = t.int64_data(static_cast<int>(i));
+        std::memcpy(p, &v, 8);
+      });
       break;
     case ElemType::kUint32:
     case ElemType::kUint64:
-      put(static_cast<std::size_t>(t.uint64_data_size()), [&](std::size_t i, std::uint8_t* p) {
+      put([&](std::size_t i, std::uint8_t* p) {
         const std::uint64_t v = t.uint64_data(static_cast<int>(i));
         std::memcpy(p, &v, es);  // little-endian: the low bytes
       });
       break;
     default:  // int32_data holds int32, int16, int8, uint8, bool, fp16 and bf16 (the low bits of each entry)
-      put(static_cast<std::size_t>(t.int32_data_size()), [&](std::size_t i, std::uint8_t* p) {
+      put([&](std::size_t i, std::uint8_t* p) {
         const std::int32_t v = t.int32_data(static_cast<int>(i));
         std::memcpy(p, &v, es);
       });
@@ -193,6 +234,25 @@ void check_arity(const onnx::ModelProto& model, const std::string& what) {
                            .append(" gives ")
                            .append(range(schema->min_output(), schema->max_output())));
   }
+}
+
+// Every tensor of the graph and its subgraphs (initializers, node attributes) against its dims, before ONNX's
+// inference reads any of them. Sparse tensors are refused here: nothing further on reads them.
+void check_tensor_data(const onnx::GraphProto& g, const std::string& what) {
+  for (const auto& t : g.initializer()) checked_layout(t, what);
+  if (g.sparse_initializer_size() > 0)
+    throw InputError(what + ": sparse initializer '" + g.sparse_initializer(0).values().name() +
+                     "': sparse tensors are not supported");
+  for (const auto& n : g.node())
+    for (const auto& a : n.attribute()) {
+      if (a.has_t()) checked_layout(a.t(), what);
+      for (const auto& t : a.tensors()) checked_layout(t, what);
+      if (a.has_g()) check_tensor_data(a.g(), what);
+      for (const auto& sub : a.graphs()) check_tensor_data(sub, what);
+      if (a.has_sparse_tensor() || a.sparse_tensors_size() > 0)
+        throw InputError(what + ": node '" + n.name() + "': attribute '" + a.name() +
+                         "' holds a sparse tensor: sparse tensors are not supported");
+    }
 }
 
 void infer(onnx::ModelProto& model, const std::string& what) {
@@ -396,6 +456,7 @@ ImportedModel import_model(onnx::ModelProto& model, const std::string& what, con
   for (const auto& op : model.opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") out.opset = op.version();
   load_external_data(model, model_dir, what);
+  check_tensor_data(model.graph(), what);
   out.adapted = adapt_to_engine_opset(model, what);
   out.producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
   // Bound symbolic dims become sizes on the inputs, so inference can propagate them.

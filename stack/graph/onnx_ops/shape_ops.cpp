@@ -16,6 +16,7 @@ std::vector<std::int64_t> reshaped(const FoldArgs& a, const HostArray& x) {
   const auto rank = static_cast<std::int64_t>(x.shape.size());
   if (n.op_type == "Flatten") {
     const std::int64_t axis = n.attr_int("axis", 1) < 0 ? n.attr_int("axis", 1) + rank : n.attr_int("axis", 1);
+    if (axis < 0 || axis > rank) throw NoFold{};  // left to inference, which names it (found by fuzzing)
     std::int64_t outer = 1;
     for (std::int64_t d = 0; d < axis; ++d) outer *= x.shape[static_cast<std::size_t>(d)];
     return {outer, count(x.shape) / std::max<std::int64_t>(outer, 1)};
@@ -26,7 +27,10 @@ std::vector<std::int64_t> reshaped(const FoldArgs& a, const HostArray& x) {
     std::vector<std::int64_t> s = to->i;
     std::int64_t known = 1, infer = -1;
     for (std::size_t d = 0; d < s.size(); ++d) {
-      if (s[d] == 0 && !n.attr_int("allowzero", 0)) s[d] = x.shape.at(d);
+      if (s[d] == 0 && !n.attr_int("allowzero", 0)) {
+        if (d >= x.shape.size()) throw NoFold{};
+        s[d] = x.shape[d];
+      }
       // A dim below -1, a second -1 or a product past int64 is no shape: left to inference, which names it (signed
       // overflow here was found by fuzzing).
       if (s[d] < -1 || (s[d] == -1 && infer >= 0)) throw NoFold{};
@@ -56,7 +60,10 @@ std::vector<std::int64_t> reshaped(const FoldArgs& a, const HostArray& x) {
   }
   const std::int64_t out_rank = rank + static_cast<std::int64_t>(axes.size());  // Unsqueeze
   std::size_t next = 0;
-  for (std::int64_t d = 0; d < out_rank; ++d) s.push_back(listed(d, out_rank) ? 1 : x.shape.at(next++));
+  for (std::int64_t d = 0; d < out_rank; ++d) {
+    if (!listed(d, out_rank) && next >= x.shape.size()) throw NoFold{};  // an axis listed twice
+    s.push_back(listed(d, out_rank) ? 1 : x.shape[next++]);
+  }
   return s;
 }
 
