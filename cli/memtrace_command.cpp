@@ -51,6 +51,7 @@ int run_memtrace_command(const MemtraceOptions& opts) {
     }
     replay.issue(r);
   });
+  replay.finish();
   const double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   const hw::mem::ReplayResult& res = replay.result();
   if (res.requests == 0) throw InputError(opts.file + ": no requests");
@@ -82,8 +83,14 @@ int run_memtrace_command(const MemtraceOptions& opts) {
       {"hbm_peak_GBps", cfg.hbm.peak_bytes_per_second() / 1e9},
       {"avg_latency_ns", res.reads ? res.read_latency / static_cast<double>(res.reads) / hz * 1e9 : 0.0},
       {"row_hit_rate", h.row_hit_rate()},
-      {"l2_hit_rate", opts.no_l2 || hits + misses == 0 ? nlohmann::json(nullptr)
-                                                       : nlohmann::json(static_cast<double>(hits) / static_cast<double>(hits + misses))}};
+      {"hbm_row_hit_rate_reads", h.read_row_hit_rate()},
+      {"hbm_row_hit_rate_writes", h.write_row_hit_rate()},
+      {"hbm_read_latency_ns", traces::histogram_json(h.read_latency, false)},
+      {"hbm_write_latency_ns", traces::histogram_json(h.write_latency, false)},
+      {"hbm_latency_histogram_ns", traces::buckets_json(h.read_latency, h.write_latency)},
+      {"l2_hit_rate", opts.no_l2 || hits + misses == 0
+                          ? nlohmann::json(nullptr)
+                          : nlohmann::json(static_cast<double>(hits) / static_cast<double>(hits + misses))}};
   j["sim"] = {{"wall_seconds", wall},
               {"requests_per_second", wall > 0 ? static_cast<double>(res.requests) / wall : 0.0}};
   if (!opts.stats.empty()) {
@@ -106,7 +113,15 @@ int run_memtrace_command(const MemtraceOptions& opts) {
     std::cout << "  HBM          " << m["hbm_avg_GBps"].get<double>() << " GB/s of " << m["hbm_peak_GBps"].get<double>()
               << " GB/s peak\n";
     std::cout << "  latency      " << m["avg_latency_ns"].get<double>() << " ns (reads, accepted to data)\n";
-    std::cout << "  row hit rate " << m["row_hit_rate"].get<double>() << "\n";
+    const auto& hr = m["hbm_read_latency_ns"];
+    if (hr["count"].get<std::uint64_t>() > 0) {
+      std::cout << "  HBM reads    mean " << hr["mean"].get<double>() << " ns, p50 " << hr["p50"].get<double>()
+                << ", p90 " << hr["p90"].get<double>() << ", p99 " << hr["p99"].get<double>() << ", max "
+                << hr["max"].get<double>() << " (arrival at the controllers to data)\n";
+    }
+    std::cout << "  row hit rate " << m["row_hit_rate"].get<double>() << " (reads "
+              << m["hbm_row_hit_rate_reads"].get<double>() << ", writes " << m["hbm_row_hit_rate_writes"].get<double>()
+              << ")\n";
     if (!m["l2_hit_rate"].is_null()) std::cout << "  L2 hit rate  " << m["l2_hit_rate"].get<double>() << "\n";
   }
   return 0;

@@ -9,6 +9,27 @@
 
 namespace npusim::traces {
 
+namespace {
+nlohmann::json bucket_list(const Histogram& h) {
+  nlohmann::json list = nlohmann::json::array();
+  for (const Histogram::Bucket& b : h.buckets()) list.push_back({b.upper, b.count});
+  return list;
+}
+}  // namespace
+
+nlohmann::json buckets_json(const Histogram& reads, const Histogram& writes) {
+  return {{"reads", bucket_list(reads)}, {"writes", bucket_list(writes)}};
+}
+
+nlohmann::json histogram_json(const Histogram& h, bool buckets) {
+  nlohmann::json j = {{"count", h.count()},       {"mean", h.mean()},          {"p50", h.percentile(0.5)},
+                      {"p90", h.percentile(0.9)}, {"p99", h.percentile(0.99)}, {"max", h.max()}};
+  if (!buckets) return j;
+  j["min"] = h.min();
+  j["buckets"] = bucket_list(h);
+  return j;
+}
+
 void StatsRegistry::add(const std::string& path, Stat stat, const std::string& unit, const std::string& doc) {
   if (path.empty() || path.front() == '.' || path.back() == '.' || path.find("..") != std::string::npos) {
     throw std::logic_error("invalid stat path '" + path + "'");
@@ -55,6 +76,16 @@ void StatsRegistry::bind(const std::string& path, const double& value, const std
   add(path, &value, unit, doc);
 }
 
+void StatsRegistry::bind(const std::string& path, const Histogram& value, const std::string& unit,
+                         const std::string& doc) {
+  add(path, &value, unit, doc);
+}
+
+const Histogram& StatsRegistry::histogram(const std::string& path) const {
+  if (auto* h = std::get_if<const Histogram*>(&entry(path).stat)) return **h;
+  throw std::out_of_range("stat '" + path + "' is not a histogram");
+}
+
 const std::uint64_t* StatsRegistry::counter_value(const Stat& stat) {
   if (auto* c = std::get_if<Counter*>(&stat)) return &(*c)->value;
   if (auto* b = std::get_if<const std::uint64_t*>(&stat)) return *b;
@@ -90,6 +121,7 @@ StatsRegistry::Snapshot StatsRegistry::snapshot() const {
   for (const auto& [path, entry] : entries_) {
     if (const std::uint64_t* v = counter_value(entry.stat)) s.counts_.emplace(path, *v);
     if (const double* v = real_value(entry.stat)) s.reals_.emplace(path, *v);
+    if (auto* h = std::get_if<const Histogram*>(&entry.stat)) s.histograms_.emplace(path, **h);
   }
   return s;
 }
@@ -97,6 +129,12 @@ StatsRegistry::Snapshot StatsRegistry::snapshot() const {
 std::uint64_t StatsRegistry::Snapshot::count(const std::string& path) const {
   auto it = counts_.find(path);
   return it == counts_.end() ? 0 : it->second;
+}
+
+const Histogram& StatsRegistry::Snapshot::histogram(const std::string& path) const {
+  static const Histogram none;
+  auto it = histograms_.find(path);
+  return it == histograms_.end() ? none : it->second;
 }
 
 double StatsRegistry::Snapshot::real(const std::string& path) const {
@@ -113,6 +151,8 @@ nlohmann::json StatsRegistry::to_json() const {
       value = *c;
     } else if (const double* s = real_value(entry.stat)) {
       value = *s;
+    } else if (auto* h = std::get_if<const Histogram*>(&entry.stat)) {
+      value = histogram_json(**h);
     } else {
       const Distribution& d = *std::get<Distribution*>(entry.stat);
       value = {{"count", d.count}, {"sum", d.sum}, {"mean", d.mean()},

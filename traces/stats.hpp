@@ -13,6 +13,8 @@
 #include <string>
 #include <variant>
 
+#include "traces/histogram.hpp"
+
 namespace npusim::traces {
 
 struct Counter {
@@ -40,6 +42,12 @@ struct Distribution {
   double mean() const { return count ? sum / static_cast<double>(count) : 0.0; }
 };
 
+// {"count", "mean", "p50", "p90", "p99", "max"}, and with `buckets` also "min" and "buckets": [[upper edge,
+// count], ...] (the buckets with samples).
+nlohmann::json histogram_json(const Histogram& h, bool buckets = true);
+// {"reads": [[upper edge, count], ...], "writes": [...]}: the buckets with samples of two histograms.
+nlohmann::json buckets_json(const Histogram& reads, const Histogram& writes);
+
 class StatsRegistry;
 // Writes {"config": config, "stats": the registry's values nested, "units": each path's unit and doc} to `path`;
 // std::runtime_error naming the path when it cannot be written.
@@ -56,34 +64,40 @@ class StatsRegistry {
   // A counter or an accumulated quantity the component owns; it must outlive every read of the registry.
   void bind(const std::string& path, const std::uint64_t& value, const std::string& unit, const std::string& doc);
   void bind(const std::string& path, const double& value, const std::string& unit, const std::string& doc);
+  void bind(const std::string& path, const Histogram& value, const std::string& unit, const std::string& doc);
 
   bool has(const std::string& path) const { return entries_.count(path) != 0; }
   // The value of the counter (registered or bound) at `path`; std::out_of_range naming it when there is none.
   std::uint64_t count(const std::string& path) const;
   // The value of a scalar or bound double (or a counter, converted) at `path`.
   double real(const std::string& path) const;
+  // The histogram bound at `path`; std::out_of_range naming it when there is none.
+  const Histogram& histogram(const std::string& path) const;
 
-  // Every counter's and scalar's value at one moment (distributions are left out).
+  // Every counter's, scalar's and histogram's value at one moment (distributions are left out).
   class Snapshot {
    public:
     std::uint64_t count(const std::string& path) const;  // 0 for a path not registered then
     double real(const std::string& path) const;
+    const Histogram& histogram(const std::string& path) const;  // empty for a path not registered then
 
    private:
     friend class StatsRegistry;
     std::map<std::string, std::uint64_t> counts_;
     std::map<std::string, double> reals_;
+    std::map<std::string, Histogram> histograms_;
   };
   Snapshot snapshot() const;
 
-  // {"chip": {"aiv3": {"mte2": {"bytes": 123}}}}; distributions as {"count","sum","mean","min","max"}.
+  // {"chip": {"aiv3": {"mte2": {"bytes": 123}}}}; distributions as {"count","sum","mean","min","max"}; histograms
+  // as those and "p50", "p90", "p99", "buckets" ([upper edge, count] of each bucket with samples).
   nlohmann::json to_json() const;
   // Every stat's path, unit and doc: {"chip.aiv3.mte2.bytes": {"unit": "bytes", "doc": "..."}}.
   nlohmann::json describe() const;
   std::size_t size() const { return entries_.size(); }
 
  private:
-  using Stat = std::variant<Counter*, Scalar*, Distribution*, const std::uint64_t*, const double*>;
+  using Stat = std::variant<Counter*, Scalar*, Distribution*, const std::uint64_t*, const double*, const Histogram*>;
   struct Entry {
     Stat stat;
     std::string unit;

@@ -202,8 +202,19 @@ void reflect(Visitor& v, ChipConfig& c) {
     v.integer("capacity", c.hbm.capacity, U::kBytes, kRequired, "device memory capacity");
     v.real("controller_latency", c.hbm.controller_latency, U::kTime, 10.0,
            "memory-controller queueing and PHY latency (assumed)");
-    v.integer("queue_depth", c.hbm.queue_depth, U::kCount, 64,
-              "requests per pseudo-channel scheduler window (assumed, typical of HBM controllers)");
+    v.integer("queue_depth", c.hbm.queue_depth, U::kCount, 32,
+              "transaction queue per pseudo-channel: a request holds a slot from its arrival until its last column "
+              "command issues (32, as DRAMsim3 and Ramulator)");
+    v.integer("bank_queue_depth", c.hbm.bank_queue_depth, U::kCount, 16,
+              "command queue per bank: requests to one bank whose column commands have not issued (16, DRAMsim3's "
+              "per-bank command queue)");
+    v.integer("write_buffer", c.hbm.write_buffer, U::kCount, 32,
+              "posted writes a pseudo-channel holds while reads go first (32, Ramulator's write queue; 0: no buffer, "
+              "each write is served when it arrives)");
+    v.real("write_high", c.hbm.write_high, U::kNumber, 0.8,
+           "write-buffer fill (fraction of write_buffer) at which writes drain even while reads wait (Ramulator)");
+    v.real("write_low", c.hbm.write_low, U::kNumber, 0.2,
+           "write-buffer fill a drain goes down to (Ramulator); with no read waiting, every write drains");
     v.text("address_mapping", c.hbm.address_mapping, std::string("ro_ba_co_ch_co8_bg"),
            "address fields above the burst offset, most to least significant: ro(w), ba(nk), ch(annel: "
            "pseudo-channel), bg (bank group), co(lumn), coN (a field of N columns, the rest in co); the default "
@@ -219,13 +230,20 @@ void reflect(Visitor& v, ChipConfig& c) {
     v.real("tRCD", h.tRCD, U::kTime, 14.0, "activate to read/write");
     v.real("tRP", h.tRP, U::kTime, 14.0, "precharge to activate");
     v.real("tRAS", h.tRAS, U::kTime, 33.0, "activate to precharge");
-    v.real("tRRD", h.tRRD, U::kTime, 4.0, "activate to activate, different banks");
+    v.real("tRRD_S", h.tRRD_S, U::kTime, 4.0, "activate to activate, different bank groups");
+    v.real("tRRD_L", h.tRRD_L, U::kTime, 6.0,
+           "activate to activate, another bank of the same bank group (DRAMsim3 HBM2)");
     v.real("tFAW", h.tFAW, U::kTime, 16.0, "window holding at most four activates");
     v.real("tWR", h.tWR, U::kTime, 15.0, "write recovery before precharge");
     v.real("tWTR_L", h.tWTR_L, U::kTime, 7.5, "write to read, same bank group");
     v.real("tWTR_S", h.tWTR_S, U::kTime, 2.5, "write to read, different bank group");
+    v.real("tCCD_S", h.tCCD_S, U::kTime, 0.0,
+           "column to column, different bank group; at least one burst (0: a burst, as HBM's BL4 takes 2 tCK)");
     v.real("tCCD_L", h.tCCD_L, U::kTime, 2.5, "column to column, same bank group (twice a burst at 3.2Gbps)");
     v.real("tRTP", h.tRTP, U::kTime, 7.5, "read to precharge (assumed)");
+    v.real("tRTRS", h.tRTRS, U::kTime, 1.25,
+           "data-bus turnaround from read data to write data (2 tCK at 3.2Gbps, DRAMsim3's default): "
+           "tRTW = tCL + tBURST - tCWL + tRTRS");
     v.real("tCL", h.tCL, U::kTime, 16.0, "read latency, command to first data");
     v.real("tCWL", h.tCWL, U::kTime, 8.0, "write latency (assumed)");
     v.real("tRFC", h.tRFC, U::kTime, 350.0, "all-bank refresh cycle time");
@@ -422,6 +440,10 @@ void check_host_limits(const ChipConfig& c, const std::function<void(std::string
   at_most("noc.core_outstanding", c.noc.core_outstanding, max_depth, "requests a core may have in flight",
           "sim.max_queue_depth");
   at_most("hbm.queue_depth", c.hbm.queue_depth, max_depth, "requests a pseudo-channel queue may hold",
+          "sim.max_queue_depth");
+  at_most("hbm.bank_queue_depth", c.hbm.bank_queue_depth, max_depth, "requests a bank's command queue may hold",
+          "sim.max_queue_depth");
+  at_most("hbm.write_buffer", c.hbm.write_buffer, max_depth, "writes a pseudo-channel's write buffer may hold",
           "sim.max_queue_depth");
   at_most("sdma.engines", c.sdma.engines, max_cores, "SDMA engines a chip may have", "sim.max_cores");
   at_most("l2.slices", c.l2.slices, max_cores, "L2 slices a chip may have", "sim.max_cores");
@@ -639,6 +661,9 @@ std::vector<Problem> check_consistency(const ChipConfig& c) {
                   "hbm.banks_per_group", "hbm.row_bytes"}});
   }
   if (h.queue_depth == 0) add("hbm.queue_depth", "must be positive");
+  if (h.bank_queue_depth == 0) add("hbm.bank_queue_depth", "must be positive");
+  if (!(h.write_high > 0 && h.write_high <= 1)) add("hbm.write_high", "must be in (0, 1]");
+  if (!(h.write_low >= 0 && h.write_low < h.write_high)) add("hbm.write_low", "must be in [0, write_high)");
   if (h.timing.tRAS < h.timing.tRCD) add("hbm.timing.tRAS", "must be at least tRCD");
   if (h.refresh != "none" && h.timing.tREFI <= h.timing.tRFC) add("hbm.timing.tREFI", "must exceed tRFC");
 

@@ -115,7 +115,8 @@ struct L2Params {
 };
 
 struct HbmTiming {
-  double tRCD = 0, tRP = 0, tRAS = 0, tRRD = 0, tFAW = 0, tWR = 0, tWTR_L = 0, tWTR_S = 0, tCCD_L = 0, tRTP = 0;
+  double tRCD = 0, tRP = 0, tRAS = 0, tRRD_S = 0, tRRD_L = 0, tFAW = 0, tWR = 0, tWTR_L = 0, tWTR_S = 0;
+  double tCCD_S = 0, tCCD_L = 0, tRTP = 0, tRTRS = 0;
   double tCL = 0, tCWL = 0, tRFC = 0, tRFCpb = 0, tREFI = 0;
 };
 
@@ -132,7 +133,10 @@ struct HbmParams {
   double pin_rate = 0;  // bit/s per pin
   std::uint64_t capacity = 0;
   double controller_latency = 0;  // ns
-  std::uint64_t queue_depth = 0;
+  std::uint64_t queue_depth = 0;  // transaction queue per pseudo-channel
+  std::uint64_t bank_queue_depth = 0;    // command queue per bank
+  std::uint64_t write_buffer = 0;        // posted writes per pseudo-channel (0: none, writes go as they come)
+  double write_high = 0, write_low = 0;  // drain watermarks, fractions of write_buffer
   std::string address_mapping;
   bool row_hash = true;
   std::string page_policy;

@@ -101,6 +101,7 @@ kernel::LaunchResult Platform::run_kernel(const kernel::LaunchSpec& spec) {
   const auto t0 = std::chrono::steady_clock::now();
   sc_core::sc_start();
   back_on_main_stack();
+  if (hw::mem::MemorySystem* m = chip_->memory_system()) m->drain_writes();  // statistics count every write
   kernel::LaunchResult result;
   result.wall_seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   check_errors();

@@ -1,6 +1,7 @@
 #include "hw/mem/hbm.hpp"
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 
 namespace npusim::hw::mem {
@@ -14,8 +15,16 @@ void Hbm::register_stats(traces::StatsRegistry& reg, const std::string& prefix) 
   reg.bind(prefix + ".write_bytes", stats_.write_bytes, "bytes", "bytes written to the HBM devices");
   reg.bind(prefix + ".bursts", stats_.bursts, "count", "bursts on the pseudo-channels' data buses");
   reg.bind(prefix + ".row_hits", stats_.row_hits, "count", "bursts served from a row that was already open");
+  reg.bind(prefix + ".read_bursts", stats_.read_bursts, "count", "read bursts");
+  reg.bind(prefix + ".read_row_hits", stats_.read_row_hits, "count", "read bursts served from an open row");
+  reg.bind(prefix + ".write_bursts", stats_.write_bursts, "count", "write bursts");
+  reg.bind(prefix + ".write_row_hits", stats_.write_row_hits, "count", "write bursts served from an open row");
   reg.bind(prefix + ".activates", stats_.activates, "count", "row activations (row misses and conflicts)");
   reg.bind(prefix + ".refreshes", stats_.refreshes, "count", "runs of bursts that a refresh window delayed");
+  reg.bind(prefix + ".read_latency", stats_.read_latency, "ns",
+           "read requests, from their arrival at the controllers to their last data");
+  reg.bind(prefix + ".write_latency", stats_.write_latency, "ns",
+           "write requests, from their arrival at the controllers to their last data");
 }
 
 Hbm::Hbm(const config::HbmParams& p)
@@ -29,7 +38,8 @@ Hbm::Hbm(const config::HbmParams& p)
   pcs_.resize(map_.pseudo_channels());
   for (std::size_t i = 0; i < pcs_.size(); ++i) {
     pcs_[i].banks.resize(map_.banks_per_pc());
-    pcs_[i].bg_write_end.assign(p_.bank_groups, -1e18);
+    pcs_[i].columns.resize(p_.bank_groups);
+    pcs_[i].bank_slots.resize(map_.banks_per_pc());
     // All PCs refresh together (one schedule per device), the first time after one interval. Staggering them
     // would spread the loss, but with fine channel interleaving nearly every request would then meet some
     // refreshing PC and wait for it.
@@ -41,58 +51,110 @@ double Hbm::past_refresh(const Pc& pc, double t, double duration) const {
   return refresh_->past_all_bank(pc.offset, t, duration);
 }
 
-double Hbm::Calendar::reserve(double earliest, double duration, const Hbm& h, const Pc& pc) {
+double Hbm::bus_slot(const Pc& pc, double earliest, double duration, std::uint8_t dir, std::uint64_t groups) const {
+  const config::HbmTiming& T = p_.timing;
+  // Gaps kept after and before an interval of the other direction (or of the same, for tCCD_S).
+  const double same = std::max(0.0, T.tCCD_S - t_burst_);
+  auto after = [&](const Interval& iv) {  // between iv's end and our start
+    if (iv.dir == dir) return same;
+    if (dir == 1) return T.tRTRS;                                 // read data, then write data
+    return ((iv.groups & groups) ? T.tWTR_L : T.tWTR_S) + T.tCL;  // write data, then a read command, then its data
+  };
+  auto before = [&](const Interval& iv) {  // between our end and iv's start
+    if (iv.dir == dir) return same;
+    if (dir == 0) return T.tRTRS;
+    return ((iv.groups & groups) ? T.tWTR_L : T.tWTR_S) + T.tCL;
+  };
+  const double reach = std::max({same, T.tRTRS, T.tWTR_L + T.tCL, T.tWTR_S + T.tCL});
+  const std::vector<Interval>& busy = pc.bus.busy;
   double s = earliest;
   for (;;) {
-    const double moved = h.past_refresh(pc, s, duration);
+    s = past_refresh(pc, s, duration);
     bool clash = false;
-    auto it = std::lower_bound(busy.begin(), busy.end(), std::make_pair(moved, moved),
-                               [](const auto& a, const auto& b) { return a.second <= b.first; });
-    s = moved;
-    for (; it != busy.end() && it->first < s + duration; ++it) {
-      if (it->second > s) {
-        s = it->second;
+    auto it =
+        std::lower_bound(busy.begin(), busy.end(), s - reach, [](const Interval& iv, double t) { return iv.end <= t; });
+    for (; it != busy.end() && it->start < s + duration + reach; ++it) {
+      if (s < it->end + after(*it) && it->start < s + duration + before(*it)) {
+        s = it->end + after(*it);
         clash = true;
       }
     }
-    if (!clash && moved == s) break;
+    if (!clash && past_refresh(pc, s, duration) == s) return s;
   }
-  const auto pos = std::lower_bound(busy.begin(), busy.end(), std::make_pair(s, s + duration));
-  // Merge with touching neighbours to keep the calendar short.
-  auto ins = busy.insert(pos, {s, s + duration});
-  if (ins != busy.begin() && std::prev(ins)->second >= ins->first) {
-    std::prev(ins)->second = std::max(std::prev(ins)->second, ins->second);
+}
+
+double Hbm::free_slot(const Calendar& cal, double earliest, double duration) {
+  double s = earliest;
+  auto it =
+      std::lower_bound(cal.busy.begin(), cal.busy.end(), s, [](const Interval& iv, double t) { return iv.end <= t; });
+  for (; it != cal.busy.end() && it->start < s + duration; ++it)
+    if (it->end > s) s = it->end;
+  return s;
+}
+
+void Hbm::Calendar::insert(const Interval& iv) {
+  auto pos =
+      std::lower_bound(busy.begin(), busy.end(), iv.start, [](const Interval& a, double t) { return a.start < t; });
+  auto ins = busy.insert(pos, iv);
+  // Merge with touching neighbours of the same direction to keep the calendar short.
+  if (ins != busy.begin() && std::prev(ins)->dir == ins->dir && std::prev(ins)->end >= ins->start) {
+    std::prev(ins)->end = std::max(std::prev(ins)->end, ins->end);
+    std::prev(ins)->groups |= ins->groups;
     ins = std::prev(busy.erase(ins));
   }
-  if (std::next(ins) != busy.end() && std::next(ins)->first <= ins->second) {
-    ins->second = std::max(ins->second, std::next(ins)->second);
+  if (std::next(ins) != busy.end() && std::next(ins)->dir == ins->dir && std::next(ins)->start <= ins->end) {
+    ins->end = std::max(ins->end, std::next(ins)->end);
+    ins->groups |= std::next(ins)->groups;
     busy.erase(std::next(ins));
   }
-  return s;
 }
 
 void Hbm::Calendar::prune(double before) {
   if (busy.size() < 128) return;
   std::size_t n = 0;
-  while (n < busy.size() && busy[n].second < before) ++n;
+  while (n < busy.size() && busy[n].end < before) ++n;
   busy.erase(busy.begin(), busy.begin() + static_cast<std::ptrdiff_t>(n));
 }
 
-double Hbm::schedule_act(Pc& pc, double earliest) {
+double Hbm::take_slot(std::vector<double>& heap, std::uint64_t depth, double t) {
+  auto later = std::greater<double>();
+  while (!heap.empty() && heap.front() <= t) {
+    std::pop_heap(heap.begin(), heap.end(), later);
+    heap.pop_back();
+  }
+  if (heap.size() >= std::max<std::uint64_t>(depth, 1)) {
+    t = heap.front();
+    std::pop_heap(heap.begin(), heap.end(), later);
+    heap.pop_back();
+  }
+  return t;
+}
+
+void Hbm::hold_slot(std::vector<double>& heap, double release) {
+  heap.push_back(release);
+  std::push_heap(heap.begin(), heap.end(), std::greater<double>());
+}
+
+double Hbm::schedule_act(Pc& pc, std::uint32_t bg, double earliest) {
   const config::HbmTiming& T = p_.timing;
+  const double rrd = std::max(T.tRRD_S, T.tRRD_L), reach = std::max(T.tFAW, rrd);
+  auto at_or_after = [](const Act& a, double t) { return a.at < t; };
   double t = earliest;
   std::vector<double>& near = near_;
   for (int guard = 0; guard < 10000; ++guard) {
     t = refresh_->past_all_bank(pc.offset, t, 0);
-    const auto lo = std::lower_bound(pc.acts.begin(), pc.acts.end(), t - std::max(T.tFAW, T.tRRD));
-    const auto hi = std::upper_bound(lo, pc.acts.end(), t + std::max(T.tFAW, T.tRRD));
+    const auto lo = std::lower_bound(pc.acts.begin(), pc.acts.end(), t - reach, at_or_after);
+    const auto hi = std::upper_bound(lo, pc.acts.end(), t + reach, [](double v, const Act& a) { return v < a.at; });
     double need = t;
-    for (auto it = lo; it != hi; ++it)
-      if (std::abs(*it - t) < T.tRRD) need = std::max(need, *it + T.tRRD);
+    for (auto it = lo; it != hi; ++it) {
+      const double gap = it->bg == bg ? T.tRRD_L : T.tRRD_S;
+      if (std::abs(it->at - t) < gap) need = std::max(need, it->at + gap);
+    }
     if (need == t) {
       // tFAW: at most four activates in any tFAW window, i.e. every five consecutive ones (t among them) span at
       // least tFAW.
-      near.assign(lo, hi);
+      near.clear();
+      for (auto it = lo; it != hi; ++it) near.push_back(it->at);
       const auto pos = static_cast<std::ptrdiff_t>(std::lower_bound(near.begin(), near.end(), t) - near.begin());
       near.insert(near.begin() + pos, t);
       for (std::ptrdiff_t i = std::max<std::ptrdiff_t>(0, pos - 4); i <= pos && i + 4 < static_cast<std::ptrdiff_t>(near.size()); ++i) {
@@ -105,11 +167,11 @@ double Hbm::schedule_act(Pc& pc, double earliest) {
     if (need == t) break;
     t = need;
   }
-  pc.acts.insert(std::lower_bound(pc.acts.begin(), pc.acts.end(), t), t);
+  pc.acts.insert(std::lower_bound(pc.acts.begin(), pc.acts.end(), t, at_or_after), Act{t, bg});
   if (pc.acts.size() > 256) {
     const double cut = earliest - kHorizon;
     std::size_t n = 0;
-    while (n < pc.acts.size() && pc.acts[n] < cut) ++n;
+    while (n < pc.acts.size() && pc.acts[n].at < cut) ++n;
     pc.acts.erase(pc.acts.begin(), pc.acts.begin() + static_cast<std::ptrdiff_t>(n));
   }
   return t;
@@ -119,11 +181,11 @@ std::uint64_t Hbm::refresh_epoch(const Pc& pc, double t) const {
   return refresh_->epoch(pc.offset, t);
 }
 
-double Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64_t bg_mask, std::uint32_t n,
-                      bool write, double t) {
+Hbm::Served Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64_t bg_mask, std::uint32_t first_bg,
+                           std::uint32_t n, bool write, double t) {
   const config::HbmTiming& T = p_.timing;
-  const int groups = __builtin_popcountll(bg_mask);
-  const double interval = std::max(t_burst_, T.tCCD_L / groups);
+  const auto groups = static_cast<std::uint32_t>(__builtin_popcountll(bg_mask));
+  const double interval = std::max({t_burst_, T.tCCD_S, T.tCCD_L / groups});
   const double data_time = (n - 1) * interval + t_burst_;
   double ready = t;
   std::uint32_t acts = 0;
@@ -139,7 +201,7 @@ double Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64
         earliest = std::max(earliest, pre + T.tRP);
       }
       earliest = refresh_->past_bank(pc.offset, bg * p_.banks_per_group + bank, pc.banks.size(), earliest);
-      const double act = schedule_act(pc, earliest);
+      const double act = schedule_act(pc, bg, earliest);
       b.act = act;
       b.open = true;
       b.row = row;
@@ -149,19 +211,43 @@ double Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64
     }
     ready = std::max(ready, b.col_ready);
   }
-  double c0 = ready;
-  if (!write) {
-    c0 = std::max(c0, pc.write_end + T.tWTR_S);
-    for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg)
-      if ((bg_mask >> bg) & 1) c0 = std::max(c0, pc.bg_write_end[bg] + T.tWTR_L);
+  // The bank groups in the order the run's bursts visit them, from the first burst's.
+  std::array<std::uint32_t, 64> order{};
+  for (std::uint32_t k = 0, j = 0; k < p_.bank_groups; ++k) {
+    const std::uint32_t bg = (first_bg + k) % p_.bank_groups;
+    if ((bg_mask >> bg) & 1) order[j++] = bg;
   }
+  // The j-th of them holds bursts j, j + groups, ...: its column commands span [j, last_j] intervals from the first.
+  auto span = [&](std::uint32_t j) {
+    const std::uint32_t last = j + (n - 1 - j) / groups * groups;  // the bank group's last burst
+    return static_cast<double>(last) * interval;
+  };
   const double lat = write ? T.tCWL : T.tCL;
-  const double before = past_refresh(pc, c0 + lat, data_time);
-  const double data_start = pc.bus.reserve(c0 + lat, data_time, *this, pc);
-  if (before != c0 + lat) ++stats_.refreshes;
+  const std::uint8_t dir = write ? 1 : 0;
+  double data_start = ready + lat;
+  for (bool moved = true; moved;) {
+    data_start = bus_slot(pc, data_start, data_time, dir, bg_mask);
+    moved = false;
+    for (std::uint32_t j = 0; j < groups && j < n && !moved; ++j) {
+      const double first = data_start - lat + j * interval;
+      const double free = free_slot(pc.columns[order[j]], first, span(j) - j * interval + T.tCCD_L);
+      if (free > first) {
+        data_start += free - first;
+        moved = true;
+      }
+    }
+  }
+  if (past_refresh(pc, ready + lat, data_time) != ready + lat) ++stats_.refreshes;
+  const double c0 = data_start - lat;
+  for (std::uint32_t j = 0; j < groups && j < n; ++j) {
+    const double first = c0 + j * interval;
+    pc.columns[order[j]].insert({first, c0 + span(j) + T.tCCD_L, dir, 1ULL << order[j]});
+    pc.columns[order[j]].prune(t - kHorizon);
+  }
   const double data_end = data_start + data_time;
+  pc.bus.insert({data_start, data_end, dir, bg_mask});
   pc.bus.prune(t - kHorizon);
-  const double last_cmd = data_start - lat + (n - 1) * interval;
+  const double last_cmd = c0 + (n - 1) * interval;
   for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg) {
     if (!((bg_mask >> bg) & 1)) continue;
     Bank& b = pc.banks[bg * p_.banks_per_group + bank];
@@ -174,20 +260,18 @@ double Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64
       b.open = false;
     }
   }
-  if (write) {
-    pc.write_end = std::max(pc.write_end, data_end);
-    for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg)
-      if ((bg_mask >> bg) & 1) pc.bg_write_end[bg] = std::max(pc.bg_write_end[bg], data_end);
-  }
   double done = data_end;
   if (link_rate_ > 0) {
     pc.link_free = std::max(pc.link_free, data_start) + static_cast<double>(n * burst_bytes_) / link_rate_;
     done = std::max(done, pc.link_free);
   }
+  const std::uint64_t hits = n - std::min<std::uint64_t>(n, acts);
   stats_.bursts += n;
   stats_.activates += acts;
-  stats_.row_hits += n - std::min<std::uint64_t>(n, acts);
-  return done;
+  stats_.row_hits += hits;
+  (write ? stats_.write_bursts : stats_.read_bursts) += n;
+  (write ? stats_.write_row_hits : stats_.read_row_hits) += hits;
+  return {done, last_cmd};
 }
 
 Hbm::Result Hbm::access(std::uint64_t addr, std::uint64_t bytes, bool write, double t_ns) {
@@ -201,29 +285,46 @@ Hbm::Result Hbm::access(std::uint64_t addr, std::uint64_t bytes, bool write, dou
   std::uint64_t mask = 0;
   std::uint32_t n = 0;
   double accepted = t_ns;
+  const bool posted = write && p_.write_buffer > 0;
+  const std::uint64_t request = next_request_++;
+  touched_.clear();
   auto flush = [&] {
     if (!n) return;
     Pc& pc = pcs_[run.pc];
-    // The PC's scheduler holds queue_depth requests: a run enters when one of those is done.
-    while (!pc.inflight.empty() && pc.inflight.top() <= t_ns) pc.inflight.pop();
-    double enter = t_ns;
-    if (pc.inflight.size() >= std::max<std::uint64_t>(p_.queue_depth, 1)) {
-      enter = pc.inflight.top();
-      pc.inflight.pop();
+    if (posted) {
+      pc.writes.push_back({run.bank, run.row, mask, run.bg, n, t_ns, request});
+      auto& pending = pending_writes_[request];
+      if (pending.runs++ == 0) pending = {t_ns, 1, t_ns};
+      if (std::find(touched_.begin(), touched_.end(), run.pc) == touched_.end()) touched_.push_back(run.pc);
+      n = 0;
+      mask = 0;
+      return;
     }
+    // Writes that waited for the reads to finish went when they had (the last read's command).
+    if (!pc.writes.empty() && pc.reads_until <= t_ns) drain(pc, pc.reads_until, 0);
+    // A slot in the PC's transaction queue and in the command queue of each bank the run uses.
+    double enter = take_slot(pc.slots, p_.queue_depth, t_ns);
+    for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg)
+      if ((mask >> bg) & 1)
+        enter = take_slot(pc.bank_slots[bg * p_.banks_per_group + run.bank], p_.bank_queue_depth, enter);
     accepted = std::max(accepted, enter);
-    double done = 0;
+    Served s{0, 0};
     if (n <= static_cast<std::uint32_t>(__builtin_popcountll(mask))) {
       // One burst per bank group: independent column accesses, each bank group on its own (a busy bank does not
       // hold up the others, as it would not on the command bus).
-      for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg)
-        if ((mask >> bg) & 1)
-          done = std::max(done, serve_run(pc, run.bank, run.row, 1ULL << bg, 1, write, enter + p_.controller_latency));
+      for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg) {
+        if (!((mask >> bg) & 1)) continue;
+        const Served one = serve_run(pc, run.bank, run.row, 1ULL << bg, bg, 1, write, enter + p_.controller_latency);
+        s = {std::max(s.done, one.done), std::max(s.released, one.released)};
+      }
     } else {
-      done = serve_run(pc, run.bank, run.row, mask, n, write, enter + p_.controller_latency);
+      s = serve_run(pc, run.bank, run.row, mask, run.bg, n, write, enter + p_.controller_latency);
     }
-    pc.inflight.push(done);
-    r.done_ns = std::max(r.done_ns, done);
+    hold_slot(pc.slots, s.released);
+    if (!write) pc.reads_until = std::max(pc.reads_until, s.released);
+    for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg)
+      if ((mask >> bg) & 1) hold_slot(pc.bank_slots[bg * p_.banks_per_group + run.bank], s.released);
+    r.done_ns = std::max(r.done_ns, s.done);
     n = 0;
     mask = 0;
   };
@@ -247,8 +348,45 @@ Hbm::Result Hbm::access(std::uint64_t addr, std::uint64_t bytes, bool write, dou
     a = block_end;
   }
   flush();
+  // Posted: each PC the write went to drains when no read waits there, or down to write_low when the buffer is at
+  // write_high.
+  for (const std::uint32_t i : touched_) {
+    Pc& pc = pcs_[i];
+    if (pc.reads_until <= t_ns) {
+      drain(pc, t_ns, 0);
+    } else if (static_cast<double>(pc.writes.size()) >= p_.write_high * static_cast<double>(p_.write_buffer)) {
+      drain(pc, t_ns, static_cast<std::size_t>(p_.write_low * static_cast<double>(p_.write_buffer)));
+    }
+  }
   r.accepted_ns = accepted;
+  if (!posted) (write ? stats_.write_latency : stats_.read_latency).sample(r.done_ns - t_ns);
   return r;
+}
+
+double Hbm::drain(Pc& pc, double at, std::size_t keep) {
+  double last = 0;
+  std::size_t k = 0;
+  for (; pc.writes.size() - k > keep; ++k) {
+    const WriteRun& w = pc.writes[k];
+    const double enter = std::max(at, w.arrival);
+    const Served s = serve_run(pc, w.bank, w.row, w.mask, w.first_bg, w.n, true, enter + p_.controller_latency);
+    last = std::max(last, s.done);
+    const auto it = pending_writes_.find(w.request);
+    it->second.done = std::max(it->second.done, s.done);
+    if (--it->second.runs == 0) {
+      stats_.write_latency.sample(it->second.done - it->second.arrival);
+      pending_writes_.erase(it);
+    }
+  }
+  pc.writes.erase(pc.writes.begin(), pc.writes.begin() + static_cast<std::ptrdiff_t>(k));
+  return last;
+}
+
+double Hbm::drain_writes() {
+  double last = 0;
+  for (Pc& pc : pcs_)
+    if (!pc.writes.empty()) last = std::max(last, drain(pc, pc.reads_until, 0));
+  return last;
 }
 
 }  // namespace npusim::hw::mem

@@ -1,29 +1,41 @@
 // HBM timing: stacks -> channels -> pseudo-channels (PCs) -> bank groups -> banks with an open row each, DRAMSys
-// style: every constraint is an "earliest allowed time" kept per bank, per PC (data bus, activate window) and
-// checked with a few lookups. Traffic is served in runs: the consecutive bursts of one access that fall into the
-// same PC, bank index and row (over one or several bank groups) are one row-hit batch (FR-FCFS-like: a row, once
-// open, serves every burst of the batch), so the cost is one computation per run, not per burst.
+// style: every constraint is an "earliest allowed time" kept per bank, per bank group and per PC (data bus, activate
+// window) and checked with a few lookups. Traffic is served in runs: the consecutive bursts of one access that fall
+// into the same PC, bank index and row (over one or several bank groups) are one row-hit batch, so the cost is one
+// computation per run, not per burst. A request's times are fixed when it arrives (requests arrive in time order).
 //
-// Per run of n bursts over g bank groups, times in ns (keys hbm.timing.*):
-//   t0      = arrival + controller_latency
-//   ACT     = the earliest time >= max(t0, PRE + tRP) that keeps every pair of activates tRRD apart and at most four
-//             in any tFAW window, outside refresh windows, for each bank whose row is not open, where
-//             PRE = max(ACT_prev + tRAS, last read + tRTP, last write data + tWR)
-//   first column command c0 = max(t0, ACT + tRCD, reads: last write data in the PC + tWTR_S and in the same
-//             bank group + tWTR_L)
-//   data    = the earliest gap of (n-1) x interval + tBURST on the PC's data bus at or after c0 + tCL (tCWL for
-//             writes), outside the all-bank refresh windows [k tREFI, + tRFC), k >= 1
-//   interval = max(tBURST, tCCD_L / g), tBURST = burst_bytes x 8 / (bus_bits x pin_rate)
-// Activates and bus slots are calendars, not "free at" times: a run blocked on its bank does not hold up a later
-// run to another bank, which is what an FR-FCFS scheduler achieves. Bursts alternating over bank groups stream at
-// the bus rate; bursts in one bank group at half rate.
+// Per run of n bursts over g bank groups, times in ns (keys hbm.*, hbm.timing.*):
+//   enter   = arrival, or when a slot frees in the PC's transaction queue (queue_depth) and in the command queue of
+//             each bank the run uses (bank_queue_depth): a request holds its slots until its last column command
+//             issues
+//   t0      = enter + controller_latency
+//   ACT     = the earliest time >= max(t0, PRE + tRP) that keeps the PC's activates tRRD_S apart (tRRD_L in one bank
+//             group) and at most four in any tFAW window, outside refresh windows, for each bank whose row is not
+//             open, where PRE = max(ACT_prev + tRAS, last read + tRTP, last write data + tWR)
+//   data    = the earliest start s >= max(t0, ACT + tRCD) + tCL (tCWL for writes) of (n-1) x interval + tBURST on
+//             the PC's data bus such that
+//               - no other data overlaps it, and data in the same direction stays max(tCCD_S, tBURST) apart;
+//               - read data starts >= the end of earlier write data + tWTR_S (tWTR_L when they share a bank group)
+//                 + tCL, and ends <= tRTRS before later write data (and the same turned around for writes:
+//                 write data starts >= read data end + tRTRS, i.e. tRTW = tCL + tBURST - tCWL + tRTRS);
+//               - in each bank group, the run's first column command is >= tCCD_L after the last one of another
+//                 run there, and its last >= tCCD_L before the first of a later one (a run's bursts visit its
+//                 bank groups in turn);
+//               - it stays outside the all-bank refresh windows [k tREFI, + tRFC), k >= 1
+//   interval = max(tBURST, tCCD_S, tCCD_L / g), tBURST = burst_bytes x 8 / (bus_bits x pin_rate)
+// Writes are posted into a write buffer per PC (hbm.write_buffer runs): they are served when no read is waiting at
+// the PC (from the moment the last read's column command issued), or, when the buffer reaches write_high of its
+// size, the oldest down to write_low at once, so that reads go first and writes turn the bus around in batches.
+// Activates, the bus and the bank groups' column commands are calendars, not "free at" times: a run blocked on its
+// bank does not hold up a later run to another bank, as an FR-FCFS scheduler would not. Bursts alternating over
+// bank groups stream at the bus rate; bursts in one bank group at tCCD_L each.
 #pragma once
 
 #include <array>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
-#include <queue>
 #include <vector>
 
 #include "common/config/chip_config.hpp"
@@ -37,9 +49,17 @@ struct HbmStats {
   std::uint64_t read_bytes = 0, write_bytes = 0;
   std::uint64_t bursts = 0;
   std::uint64_t row_hits = 0;   // bursts served from an open row
+  std::uint64_t read_bursts = 0, read_row_hits = 0, write_bursts = 0, write_row_hits = 0;  // the same, apart
   std::uint64_t activates = 0;  // row openings (misses)
   std::uint64_t refreshes = 0;  // refresh windows that delayed a run
-  double row_hit_rate() const { return bursts ? static_cast<double>(row_hits) / static_cast<double>(bursts) : 0.0; }
+  // Requests (Hbm::access calls) from their arrival at the controllers to their last data, ns.
+  traces::Histogram read_latency, write_latency;
+  double row_hit_rate() const { return rate(row_hits, bursts); }
+  double read_row_hit_rate() const { return rate(read_row_hits, read_bursts); }
+  double write_row_hit_rate() const { return rate(write_row_hits, write_bursts); }
+  static double rate(std::uint64_t a, std::uint64_t b) {
+    return b ? static_cast<double>(a) / static_cast<double>(b) : 0.0;
+  }
 };
 
 class Hbm {
@@ -47,11 +67,15 @@ class Hbm {
   explicit Hbm(const config::HbmParams& p);
 
   struct Result {
-    double accepted_ns;  // when the controllers took the request (queue_depth requests in flight per PC)
+    double accepted_ns;  // when the controllers took the request (a slot in each queue it needs)
     double done_ns;      // when its last burst's data is done
   };
-  // Serves the contiguous range [addr, addr + bytes) arriving at t_ns.
+  // Serves the contiguous range [addr, addr + bytes) arriving at t_ns. A write that goes into the write buffer is
+  // posted: done_ns is its arrival, and its data is written when the buffer drains.
   Result access(std::uint64_t addr, std::uint64_t bytes, bool write, double t_ns);
+  // Drains every buffered write (at the end of a run, before its statistics are read); returns when the last of
+  // their data is written (ns), or 0 when none was buffered.
+  double drain_writes();
 
   // The link between the L2 and each PC controller (noc.l2_to_hbm_bytes_per_cycle): a run's data also crosses it,
   // [max(data start, link free), + bytes / rate), and is done when both are. 0 = no link limit.
@@ -62,8 +86,9 @@ class Hbm {
   double peak_bytes_per_ns() const { return static_cast<double>(map_.pseudo_channels()) * burst_bytes_ / t_burst_; }
   const AddressMap& address_map() const { return map_; }
   const HbmStats& stats() const { return stats_; }
-  // Registers the counters above at `prefix` ("chip.hbm"): read_bytes, write_bytes, bursts, row_hits, activates,
-  // refreshes.
+  // Registers the counters above at `prefix` ("chip.hbm"): read_bytes, write_bytes, bursts, row_hits, read_bursts,
+  // read_row_hits, write_bursts, write_row_hits, activates, refreshes, and the histograms read_latency and
+  // write_latency.
   void register_stats(traces::StatsRegistry& reg, const std::string& prefix) const;
 
  private:
@@ -78,28 +103,70 @@ class Hbm {
     double pre_done = 0;        // closed-page policy: when the precharge after the last access is done
   };
   struct Pc;
-  // Busy intervals of a resource, sorted; the earliest gap is found by a short scan. Intervals that ended before the
-  // oldest time still asked about are dropped.
+  // Busy intervals of a resource, sorted and disjoint; the earliest gap is found by a short scan. `dir` marks data
+  // of reads (0) and writes (1) on a bus, and `groups` the bank groups whose bursts it holds: the gaps the
+  // turnarounds need are kept between intervals of different directions. Intervals that ended before the oldest
+  // time still asked about are dropped.
+  struct Interval {
+    double start, end;
+    std::uint8_t dir;
+    std::uint64_t groups;
+  };
   struct Calendar {
-    std::vector<std::pair<double, double>> busy;
-    double reserve(double earliest, double duration, const Hbm& h, const Pc& pc);
+    std::vector<Interval> busy;
+    void insert(const Interval& iv);
     void prune(double before);
+  };
+  // The earliest s >= earliest at which [s, s + duration) fits the bus of `pc` (data in direction `dir` of the bank
+  // groups `groups`): the gaps and turnarounds above, outside refresh.
+  double bus_slot(const Pc& pc, double earliest, double duration, std::uint8_t dir, std::uint64_t groups) const;
+  // The earliest s >= earliest at which [s, s + duration) overlaps no interval of `cal`.
+  static double free_slot(const Calendar& cal, double earliest, double duration);
+  struct Act {
+    double at;
+    std::uint32_t bg;
+  };
+  struct WriteRun {
+    std::uint32_t bank;
+    std::uint64_t row, mask;
+    std::uint32_t first_bg, n;
+    double arrival;
+    std::uint64_t request;  // the access it belongs to (its latency is sampled when its last run is written)
+  };
+  struct PendingWrite {
+    double arrival;
+    std::uint32_t runs;
+    double done;
   };
   struct Pc {
     std::vector<Bank> banks;
     Calendar bus;
-    std::vector<double> acts;  // activate times, sorted
-    double write_end = -1e18;  // end of the last write data on the PC
-    std::vector<double> bg_write_end;  // per bank group
+    std::vector<Calendar> columns;  // per bank group: [first, last column command + tCCD_L) of each run
+    std::vector<Act> acts;          // activates, by time
     double link_free = 0;
-    double offset = 0;         // refresh schedule offset (0: every PC refreshes together)
-    // Done times of the requests in the scheduler's queue (a min-heap): a new request enters when fewer than
-    // queue_depth are in flight, i.e. when the earliest of them is done.
-    std::priority_queue<double, std::vector<double>, std::greater<double>> inflight;
+    double offset = 0;  // refresh schedule offset (0: every PC refreshes together)
+    // The queues as min-heaps of the times their requests release them (the last column command): the
+    // transaction queue, and each bank's command queue.
+    std::vector<double> slots;
+    std::vector<std::vector<double>> bank_slots;
+    // Posted write runs, oldest first, and when the PC's last queued read issues its last column command: reads
+    // wait while it is later than now.
+    std::vector<WriteRun> writes;
+    double reads_until = -1e18;
   };
-  double serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64_t bg_mask, std::uint32_t n, bool write,
-                   double t);
-  double schedule_act(Pc& pc, double earliest);
+  struct Served {
+    double done;      // last data (and link) done
+    double released;  // last column command issued
+  };
+  Served serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64_t bg_mask, std::uint32_t first_bg,
+                   std::uint32_t n, bool write, double t);
+  double schedule_act(Pc& pc, std::uint32_t bg, double earliest);
+  // Serves the oldest buffered writes of `pc` until `keep` remain, each entering at max(at, its arrival); returns
+  // the last data done (0 if none).
+  double drain(Pc& pc, double at, std::size_t keep);
+  // The time a request arriving at `t` takes a slot in `heap` of `depth` (popping those released by then).
+  static double take_slot(std::vector<double>& heap, std::uint64_t depth, double t);
+  static void hold_slot(std::vector<double>& heap, double release);
   // t moved past the PC's all-bank refresh windows if [t, t + duration) overlaps one.
   double past_refresh(const Pc& pc, double t, double duration) const;
   std::uint64_t refresh_epoch(const Pc& pc, double t) const;
@@ -114,6 +181,9 @@ class Hbm {
   std::vector<Pc> pcs_;
   HbmStats stats_;
   std::vector<double> near_;  // scratch for schedule_act
+  std::uint64_t next_request_ = 0;
+  std::map<std::uint64_t, PendingWrite> pending_writes_;  // write requests with runs still buffered
+  std::vector<std::uint32_t> touched_;                    // scratch for access: the PCs a posted write went to
 };
 
 }  // namespace npusim::hw::mem

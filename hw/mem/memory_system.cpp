@@ -125,6 +125,11 @@ double MemorySystem::through_l2(std::uint32_t core, std::uint64_t addr, std::uin
   return done;
 }
 
+double MemorySystem::drain_writes() {
+  const double ns = hbm_.drain_writes();
+  return ns / ns_per_cycle_;
+}
+
 void MemorySystem::preload(std::uint64_t addr, std::uint64_t bytes) {
   const std::uint64_t line = l2_.line_bytes();
   for (std::uint64_t a = addr / line * line; a < addr + bytes; a += line) {

@@ -66,6 +66,10 @@ class MemorySystem final : public GmPort {
   };
   Timing access_direct(std::uint64_t addr, std::uint64_t bytes, bool write, double cycle, bool use_l2);
 
+  // Drains the HBM controllers' write buffers (the end of a run, before its statistics are read): returns when the
+  // last buffered write's data is written (core cycles), 0 when none was buffered.
+  double drain_writes();
+
   // Puts the lines of [addr, addr + bytes) into the L2 as clean, present data (what an earlier kernel would have
   // left there), without time or traffic. Used by latency probes to measure hits.
   void preload(std::uint64_t addr, std::uint64_t bytes);

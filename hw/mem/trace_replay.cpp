@@ -21,4 +21,8 @@ void TraceReplayer::issue(const traces::MemTraceRecord& r) {
   result_.last_done = std::max(result_.last_done, t.done);
 }
 
+void TraceReplayer::finish() {
+  result_.last_done = std::max(result_.last_done, memory_.drain_writes());
+}
+
 }  // namespace npusim::hw::mem

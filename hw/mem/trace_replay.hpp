@@ -1,7 +1,8 @@
 // Trace-driven mode: replays memory requests (traces/memtrace.hpp) against the memory model, through the L2 or
 // straight to the HBM controllers. Requests are issued in file order, each at its cycle (core clock); each
-// pseudo-channel controller takes its requests in that order as fast as its queue (hbm.queue_depth) accepts them,
-// and a full queue holds up only the requests behind it in that controller. Latency is counted from acceptance to
+// pseudo-channel controller takes its requests in that order as fast as its queues (hbm.queue_depth,
+// hbm.bank_queue_depth) accept them, and a full queue holds up only the requests behind it in that controller;
+// writes are posted into the controllers' write buffers, which drain by the end. Latency is counted from acceptance to
 // the data (reads only).
 #pragma once
 
@@ -23,6 +24,8 @@ class TraceReplayer {
   TraceReplayer(MemorySystem& memory, bool use_l2, std::uint64_t request_bytes)
       : memory_(memory), use_l2_(use_l2), bytes_(request_bytes) {}
   void issue(const traces::MemTraceRecord& r);
+  // After the last request: the writes still in the controllers' write buffers drain, and last_done covers them.
+  void finish();
   const ReplayResult& result() const { return result_; }
 
  private:

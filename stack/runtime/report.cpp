@@ -5,8 +5,6 @@
 #include <string>
 #include <vector>
 
-#include "traces/overlap.hpp"
-
 namespace npusim::stack::runtime {
 
 using hw::isa::Pipe;
@@ -118,6 +116,9 @@ class Since {
   Since(const traces::StatsRegistry& reg, const traces::StatsRegistry::Snapshot* since) : reg_(reg), since_(since) {}
   std::uint64_t count(const std::string& path) const { return reg_.count(path) - (since_ ? since_->count(path) : 0); }
   double real(const std::string& path) const { return reg_.real(path) - (since_ ? since_->real(path) : 0.0); }
+  traces::Histogram histogram(const std::string& path) const {
+    return since_ ? reg_.histogram(path).since(since_->histogram(path)) : reg_.histogram(path);
+  }
 
  private:
   const traces::StatsRegistry& reg_;
@@ -170,6 +171,12 @@ nlohmann::json memory_report(const hw::chip::Chip& chip, const traces::StatsRegi
       {"gm_write_bytes", gm_wr},
       {"avg_latency_ns", reads ? s.real("chip.gm.read_latency_cycles") / static_cast<double>(reads) / hz * 1e9 : 0.0},
       {"hbm_activates", s.count("chip.hbm.activates")},
+      {"hbm_row_hit_rate_reads", ratio(s.count("chip.hbm.read_row_hits"), s.count("chip.hbm.read_bursts"))},
+      {"hbm_row_hit_rate_writes", ratio(s.count("chip.hbm.write_row_hits"), s.count("chip.hbm.write_bursts"))},
+      {"hbm_read_latency_ns", traces::histogram_json(s.histogram("chip.hbm.read_latency"), false)},
+      {"hbm_write_latency_ns", traces::histogram_json(s.histogram("chip.hbm.write_latency"), false)},
+      {"hbm_latency_histogram_ns",
+       traces::buckets_json(s.histogram("chip.hbm.read_latency"), s.histogram("chip.hbm.write_latency"))},
       {"l2_slices", slices}};
 }
 

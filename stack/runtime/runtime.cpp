@@ -180,7 +180,12 @@ void Device::run(const std::function<void(Device&)>& host) {
     });
   });
   sc_core::sc_start();
+  drain_memory();
   check_finished();
+}
+
+void Device::drain_memory() {
+  if (hw::mem::MemorySystem* m = chip().memory_system()) m->drain_writes();
 }
 
 void Device::check_finished() {
@@ -236,6 +241,7 @@ void Device::call(const std::function<void(Device&)>& f) {
   call_error_ = nullptr;
   command_.notify(sc_core::SC_ZERO_TIME);
   sc_core::sc_start();
+  drain_memory();
   if (sc_core::sc_get_status() != sc_core::SC_PAUSED) stopped_ = true;
   try {
     platform_->check_errors();
@@ -257,6 +263,7 @@ void Device::end() {
   ending_ = true;
   command_.notify(sc_core::SC_ZERO_TIME);
   sc_core::sc_start();
+  drain_memory();
   stopped_ = true;
   check_finished();
 }

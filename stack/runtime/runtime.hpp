@@ -112,6 +112,7 @@ class Device {
   std::uint32_t next_task_ = 0, next_event_ = 0, completed_ = 0;
   std::exception_ptr host_error_;
   void check_finished();    // after the simulation ended: the host's error, a device error, or unfinished tasks
+  void drain_memory();      // after sc_start returns: the HBM write buffers drain, so statistics count every write
   // Runs f on the host thread; what it throws becomes the host's error and stops the simulation.
   void host_or_stop(const std::function<void()>& f);
   // Stepwise mode.

@@ -89,7 +89,8 @@ TEST(MemoryCli, MemtraceOnOneStackMeetsTheRefreshCeilingAndTheActivateBound) {
   const std::string one_stack = " --set hbm.stacks=1 --no-l2";
   const std::string seq = trace_file("seq", 200000, false), rnd = trace_file("rnd", 100000, true);
   const auto s = json_of("memtrace " + seq + one_stack);
-  const auto r = json_of("memtrace " + rnd + one_stack);
+  // The activate window alone: tRRD_L = tRRD_S (a random stream's activates in one bank group are tRRD_L apart).
+  const auto r = json_of("memtrace " + rnd + one_stack + " --set hbm.timing.tRRD_L=4ns");
   const double peak = 409.6;
   // Sequential 64 B reads: all-bank refresh takes tRFC of every tREFI.
   const double ceiling = 1 - 350.0 / 3900.0;
@@ -110,6 +111,13 @@ TEST(MemoryCli, MemtraceIdleBankReadCostsTheDocumentedSum) {
   const std::string one = trace_file("one", 1, false, 1800);
   const auto j = json_of("memtrace " + one + " --no-l2 --bytes 32");
   EXPECT_NEAR(j["memory"]["avg_latency_ns"].get<double>(), 10 + 14 + 16 + 1.25, 1e-9);
+  // The latency statistics (from arrival at the controllers, here the same): every percentile is that read's.
+  const auto& lat = j["memory"]["hbm_read_latency_ns"];
+  EXPECT_EQ(lat["count"], 1);
+  for (const char* k : {"mean", "p50", "p90", "p99", "max"}) EXPECT_NEAR(lat[k].get<double>(), 41.25, 1e-9) << k;
+  EXPECT_EQ(j["memory"]["hbm_write_latency_ns"]["count"], 0);
+  EXPECT_EQ(j["memory"]["hbm_latency_histogram_ns"]["reads"], nlohmann::json::parse("[[42.0, 1]]"));
+  EXPECT_EQ(j["memory"]["hbm_row_hit_rate_reads"], 0.0);
   // Through the L2 the same read misses and fills a 512 B line.
   const auto l2 = json_of("memtrace " + one);
   EXPECT_EQ(l2["memory"]["l2_hit_rate"], 0.0);

@@ -75,7 +75,7 @@ TEST(Hbm, StreamingWithinRowsRunsAtTheBusRate) {
   const auto& T = p.timing;
   // 4 KiB: 128 bursts alternating over 4 bank groups, one activate per group (tRRD apart).
   const auto r = h.access(pc0(0, 0), 4096, false, 0.0);
-  EXPECT_DOUBLE_EQ(r.done_ns, p.controller_latency + 3 * T.tRRD + T.tRCD + T.tCL + 128 * h.burst_ns());
+  EXPECT_DOUBLE_EQ(r.done_ns, p.controller_latency + 3 * T.tRRD_S + T.tRCD + T.tCL + 128 * h.burst_ns());
   // The next 4 KiB of the same rows... is in the next PC; the same PC's next rows are a different bank: the bus
   // stays busy (back to back) once the activates are hidden.
   const auto next = h.access(pc0(1, 0), 4096, false, 0.0);
@@ -91,14 +91,15 @@ TEST(Hbm, OneBankGroupRunsAtHalfRate) {
   const double a = alternating.access(0, 1024, false, 0).done_ns;  // 32 bursts over 4 bank groups
   const double s = same.access(0, 1024, false, 0).done_ns;         // 32 bursts in one bank group
   const auto& T = p.timing;
-  EXPECT_DOUBLE_EQ(a, p.controller_latency + 3 * T.tRRD + T.tRCD + T.tCL + 32 * 1.25);
+  EXPECT_DOUBLE_EQ(a, p.controller_latency + 3 * T.tRRD_S + T.tRCD + T.tCL + 32 * 1.25);
   EXPECT_DOUBLE_EQ(s, p.controller_latency + T.tRCD + T.tCL + 31 * T.tCCD_L + 1.25);
   // The data phases: 32 bursts at the bus rate against 31 tCCD_L gaps, about twice as long.
   EXPECT_NEAR((s - p.controller_latency - T.tRCD - T.tCL) / (32 * 1.25), 2.0, 0.1);
 }
 
 TEST(Hbm, RandomSingleBurstReadsAreBoundByTheActivateWindow) {
-  const auto p = hbm({"hbm.refresh=none"});
+  // tRRD_L = tRRD_S: the activate window alone (two activates in one bank group are the next test's).
+  const auto p = hbm({"hbm.refresh=none", "hbm.timing.tRRD_L=4ns"});
   Hbm h(p);
   std::mt19937_64 rng(1);
   const int n = 2000;
@@ -109,8 +110,9 @@ TEST(Hbm, RandomSingleBurstReadsAreBoundByTheActivateWindow) {
     end = std::max(end, h.access(addr, 32, false, 0.0).done_ns);
   }
   // At most 4 activates per tFAW (and one per tRRD): n reads take n / 4 x tFAW. Reaching it needs the scheduler
-  // window (hbm.queue_depth, 64) to reorder around reads that wait for their bank's previous row (tRAS + tRP).
-  const double bound = n / 4.0 * std::max(p.timing.tFAW, 4 * p.timing.tRRD);
+  // window (hbm.queue_depth and bank_queue_depth) to reorder around reads that wait for their bank's previous row
+  // (tRAS + tRP).
+  const double bound = n / 4.0 * std::max(p.timing.tFAW, 4 * p.timing.tRRD_S);
   EXPECT_NEAR(end / bound, 1.0, 0.1) << end << " vs " << bound;
   EXPECT_LE(h.stats().row_hits, 5u);  // random rows: a hit is a coincidence
 }
@@ -130,7 +132,7 @@ TEST(Hbm, AllBankRefreshCostsTrfcEveryTrefi) {
 }
 
 TEST(Hbm, ReadsAfterWritesWaitForTheTurnaround) {
-  const auto p = hbm({"hbm.refresh=none"});
+  const auto p = hbm({"hbm.refresh=none", "hbm.write_buffer=0"});  // each write served as it comes
   const auto& T = p.timing;
   {
     // A read to another bank group waits tWTR_S after the write data; to the same bank group tWTR_L.

@@ -2,7 +2,10 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+#include <cmath>
 #include <nlohmann/json.hpp>
+#include <random>
 #include <stdexcept>
 
 namespace npusim::traces {
@@ -100,6 +103,70 @@ TEST(Stats, ASnapshotKeepsTheValuesOfItsMoment) {
   EXPECT_EQ(reg.count("hbm.bytes") - then.count("hbm.bytes"), 64u);
   EXPECT_DOUBLE_EQ(then.real("util"), 0.25);
   EXPECT_EQ(then.count("late"), 0u);  // registered after the snapshot: nothing counted before it
+}
+
+// Buckets: [0, 1), then 16 per power of two, [2^e (1 + m/16), 2^e (1 + (m+1)/16)).
+TEST(Histogram, BucketsAreSixteenPerOctave) {
+  EXPECT_EQ(Histogram::bucket_of(0.5), 0u);
+  EXPECT_EQ(Histogram::bucket_of(1.0), 1u);
+  EXPECT_EQ(Histogram::bucket_of(27.25), Histogram::bucket_of(27.0));
+  EXPECT_NE(Histogram::bucket_of(27.0), Histogram::bucket_of(28.0));
+  for (const double v : {1.0, 1.5, 3.0, 27.25, 41.25, 1e6, 3.3e9}) {
+    const std::size_t b = Histogram::bucket_of(v);
+    EXPECT_LE(Histogram::lower_edge(b), v);
+    EXPECT_GT(Histogram::upper_edge(b), v);
+    EXPECT_LE(Histogram::upper_edge(b) / Histogram::lower_edge(b), 1.0 + 1.0 / 16 + 1e-12);
+  }
+}
+
+// Percentiles against the exact ones of sorted samples (the reference): never below, at most one bucket (6.25 %)
+// above; exact for values that have a bucket of their own.
+TEST(Histogram, PercentilesAreWithinABucketOfTheSortedSamples) {
+  std::mt19937_64 rng(7);
+  std::lognormal_distribution<double> dist(4.0, 0.6);
+  Histogram h;
+  std::vector<double> v(20000);
+  for (double& x : v) {
+    x = dist(rng);
+    h.sample(x);
+  }
+  std::sort(v.begin(), v.end());
+  for (const double p : {0.5, 0.9, 0.99, 1.0}) {
+    const double exact = v[static_cast<std::size_t>(std::ceil(p * static_cast<double>(v.size()))) - 1];
+    EXPECT_GE(h.percentile(p), exact) << p;
+    EXPECT_LE(h.percentile(p), exact * (1 + 1.0 / 16)) << p;
+  }
+  EXPECT_DOUBLE_EQ(h.max(), v.back());
+  EXPECT_DOUBLE_EQ(h.min(), v.front());
+  Histogram two;
+  for (int i = 0; i < 60; ++i) two.sample(27.25);
+  for (int i = 0; i < 40; ++i) two.sample(41.25);
+  EXPECT_DOUBLE_EQ(two.percentile(0.5), 27.25);
+  EXPECT_DOUBLE_EQ(two.percentile(0.6), 27.25);
+  EXPECT_DOUBLE_EQ(two.percentile(0.61), 41.25);
+  EXPECT_DOUBLE_EQ(two.mean(), (60 * 27.25 + 40 * 41.25) / 100);
+  EXPECT_DOUBLE_EQ(Histogram{}.percentile(0.5), 0.0);
+}
+
+// A report after a snapshot counts only the later samples.
+TEST(Histogram, SinceASnapshotCountsOnlyLaterSamples) {
+  StatsRegistry reg;
+  Histogram lat;
+  reg.bind("chip.hbm.read_latency", lat, "ns", "read latency");
+  for (int i = 0; i < 10; ++i) lat.sample(100.0);
+  const StatsRegistry::Snapshot before = reg.snapshot();
+  for (int i = 0; i < 5; ++i) lat.sample(40.0);
+  const Histogram after = reg.histogram("chip.hbm.read_latency").since(before.histogram("chip.hbm.read_latency"));
+  EXPECT_EQ(after.count(), 5u);
+  EXPECT_DOUBLE_EQ(after.mean(), 40.0);
+  EXPECT_DOUBLE_EQ(after.percentile(0.99), 40.0);
+  EXPECT_DOUBLE_EQ(after.max(), 40.0);
+  EXPECT_EQ(before.histogram("no.such.path").count(), 0u);
+  const nlohmann::json j = reg.to_json();
+  EXPECT_EQ(j["chip"]["hbm"]["read_latency"]["count"], 15);
+  EXPECT_DOUBLE_EQ(j["chip"]["hbm"]["read_latency"]["p50"].get<double>(), 100.0);
+  EXPECT_EQ(j["chip"]["hbm"]["read_latency"]["buckets"].size(), 2u);
+  EXPECT_THROW(reg.count("chip.hbm.read_latency"), std::out_of_range);
 }
 
 }  // namespace
