@@ -90,7 +90,7 @@ class StatsRegistry {
   Snapshot snapshot() const;
 
   // {"chip": {"aiv3": {"mte2": {"bytes": 123}}}}; distributions as {"count","sum","mean","min","max"}; histograms
-  // as those and "p50", "p90", "p99", "buckets" ([upper edge, count] of each bucket with samples).
+  // as histogram_json gives them.
   nlohmann::json to_json() const;
   // Every stat's path, unit and doc: {"chip.aiv3.mte2.bytes": {"unit": "bytes", "doc": "..."}}.
   nlohmann::json describe() const;

@@ -450,6 +450,7 @@ void check_host_limits(const ChipConfig& c, const std::function<void(std::string
   at_most("hbm.pseudo_channels",
           product({c.hbm.stacks, c.hbm.channels_per_stack, c.hbm.pseudo_channels}).value_or(UINT64_MAX), max_cores,
           "pseudo-channels (stacks x channels_per_stack x pseudo_channels) a chip may have", "sim.max_cores");
+  at_most("hbm.bank_groups", c.hbm.bank_groups, 64, "bank groups a pseudo-channel may have (a 64-bit mask)", nullptr);
   at_most("hbm.banks_per_group", product({c.hbm.bank_groups, c.hbm.banks_per_group}).value_or(UINT64_MAX), max_depth,
           "banks (bank_groups x banks_per_group) a pseudo-channel may have", "sim.max_queue_depth");
   at_most("l2.ways", c.l2.ways, max_depth, "ways an L2 set may have", "sim.max_queue_depth");

@@ -232,7 +232,8 @@ Hbm::Served Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::u
       const double first = data_start - lat + j * interval;
       const double free = free_slot(pc.columns[order[j]], first, span(j) - j * interval + T.tCCD_L);
       if (free > first) {
-        data_start += free - first;
+        // At least one ulp: rounding must not leave the search where it was.
+        data_start = std::max(data_start + (free - first), std::nextafter(data_start, 1e300));
         moved = true;
       }
     }
@@ -274,6 +275,21 @@ Hbm::Served Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::u
   return {done, last_cmd};
 }
 
+Hbm::Served Hbm::serve(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64_t bg_mask, std::uint32_t first_bg,
+                       std::uint32_t n, bool write, double t) {
+  if (n > static_cast<std::uint32_t>(__builtin_popcountll(bg_mask)))
+    return serve_run(pc, bank, row, bg_mask, first_bg, n, write, t);
+  // One burst per bank group: independent column accesses, each bank group on its own (a busy bank does not hold
+  // up the others, as it would not on the command bus).
+  Served s{0, 0};
+  for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg) {
+    if (!((bg_mask >> bg) & 1)) continue;
+    const Served one = serve_run(pc, bank, row, 1ULL << bg, bg, 1, write, t);
+    s = {std::max(s.done, one.done), std::max(s.released, one.released)};
+  }
+  return s;
+}
+
 Hbm::Result Hbm::access(std::uint64_t addr, std::uint64_t bytes, bool write, double t_ns) {
   (write ? stats_.write_bytes : stats_.read_bytes) += bytes;
   Result r{t_ns, t_ns};
@@ -308,18 +324,7 @@ Hbm::Result Hbm::access(std::uint64_t addr, std::uint64_t bytes, bool write, dou
       if ((mask >> bg) & 1)
         enter = take_slot(pc.bank_slots[bg * p_.banks_per_group + run.bank], p_.bank_queue_depth, enter);
     accepted = std::max(accepted, enter);
-    Served s{0, 0};
-    if (n <= static_cast<std::uint32_t>(__builtin_popcountll(mask))) {
-      // One burst per bank group: independent column accesses, each bank group on its own (a busy bank does not
-      // hold up the others, as it would not on the command bus).
-      for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg) {
-        if (!((mask >> bg) & 1)) continue;
-        const Served one = serve_run(pc, run.bank, run.row, 1ULL << bg, bg, 1, write, enter + p_.controller_latency);
-        s = {std::max(s.done, one.done), std::max(s.released, one.released)};
-      }
-    } else {
-      s = serve_run(pc, run.bank, run.row, mask, run.bg, n, write, enter + p_.controller_latency);
-    }
+    const Served s = serve(pc, run.bank, run.row, mask, run.bg, n, write, enter + p_.controller_latency);
     hold_slot(pc.slots, s.released);
     if (!write) pc.reads_until = std::max(pc.reads_until, s.released);
     for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg)
@@ -353,7 +358,7 @@ Hbm::Result Hbm::access(std::uint64_t addr, std::uint64_t bytes, bool write, dou
   for (const std::uint32_t i : touched_) {
     Pc& pc = pcs_[i];
     if (pc.reads_until <= t_ns) {
-      drain(pc, t_ns, 0);
+      drain(pc, pc.reads_until, 0);  // each from when the reads were done, or its arrival if later
     } else if (static_cast<double>(pc.writes.size()) >= p_.write_high * static_cast<double>(p_.write_buffer)) {
       drain(pc, t_ns, static_cast<std::size_t>(p_.write_low * static_cast<double>(p_.write_buffer)));
     }
@@ -369,7 +374,7 @@ double Hbm::drain(Pc& pc, double at, std::size_t keep) {
   for (; pc.writes.size() - k > keep; ++k) {
     const WriteRun& w = pc.writes[k];
     const double enter = std::max(at, w.arrival);
-    const Served s = serve_run(pc, w.bank, w.row, w.mask, w.first_bg, w.n, true, enter + p_.controller_latency);
+    const Served s = serve(pc, w.bank, w.row, w.mask, w.first_bg, w.n, true, enter + p_.controller_latency);
     last = std::max(last, s.done);
     const auto it = pending_writes_.find(w.request);
     it->second.done = std::max(it->second.done, s.done);

@@ -23,9 +23,11 @@
 //                 bank groups in turn);
 //               - it stays outside the all-bank refresh windows [k tREFI, + tRFC), k >= 1
 //   interval = max(tBURST, tCCD_S, tCCD_L / g), tBURST = burst_bytes x 8 / (bus_bits x pin_rate)
-// Writes are posted into a write buffer per PC (hbm.write_buffer runs): they are served when no read is waiting at
-// the PC (from the moment the last read's column command issued), or, when the buffer reaches write_high of its
-// size, the oldest down to write_low at once, so that reads go first and writes turn the bus around in batches.
+// Writes are posted into a write buffer per PC (hbm.write_buffer runs; the buffer is their queue, they take no slot
+// in the queues above): they are served when no read is waiting at the PC (from the moment the last read's column
+// command issued), or, when the buffer reaches write_high of its size, the oldest down to write_low at once, so
+// that reads go first and writes turn the bus around in batches. A run's bursts are taken to visit its bank groups
+// in turn: exact for mappings with the bank group lowest (the default), an approximation for others.
 // Activates, the bus and the bank groups' column commands are calendars, not "free at" times: a run blocked on its
 // bank does not hold up a later run to another bank, as an FR-FCFS scheduler would not. Bursts alternating over
 // bank groups stream at the bus rate; bursts in one bank group at tCCD_L each.
@@ -160,6 +162,9 @@ class Hbm {
   };
   Served serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64_t bg_mask, std::uint32_t first_bg,
                    std::uint32_t n, bool write, double t);
+  // A run of a request: as one serve_run, or with one burst per bank group, each bank group on its own.
+  Served serve(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64_t bg_mask, std::uint32_t first_bg,
+               std::uint32_t n, bool write, double t);
   double schedule_act(Pc& pc, std::uint32_t bg, double earliest);
   // Serves the oldest buffered writes of `pc` until `keep` remain, each entering at max(at, its arrival); returns
   // the last data done (0 if none).

@@ -81,14 +81,18 @@ TensorLayout checked_layout(const onnx::TensorProto& t, const std::string& what)
                           ? onnx::TensorProto_DataType_Name(static_cast<onnx::TensorProto_DataType>(t.data_type()))
                           : std::to_string(t.data_type())) +
                      ")");
-  long double count = 1;  // in long double: 2^64 products neither wrap nor overflow
+  long double count = 1, nonzero = 1;  // in long double: 2^64 products neither wrap nor overflow
   for (auto d : t.dims()) {
     if (d < 0) throw InputError(what + ": tensor '" + t.name() + "' has the negative dim " + std::to_string(d));
     l.shape.push_back(d);
     count *= static_cast<long double>(d);
+    if (d != 0) nonzero *= static_cast<long double>(d);
   }
   if (count > static_cast<long double>(std::uint64_t{1} << 53))
     throw InputError(what + ": tensor '" + t.name() + "' has more than 2^53 elements");
+  // An empty tensor's other dims still enter shape arithmetic (Flatten's outer product): bounded the same way.
+  if (nonzero > static_cast<long double>(std::uint64_t{1} << 53))
+    throw InputError(what + ": tensor '" + t.name() + "' has dims whose product, its 0 dims aside, is past 2^53");
   l.elements = static_cast<std::size_t>(count);
   l.elem_bytes = graph::elem_bytes(l.type);
   if (t.has_raw_data()) {
@@ -238,21 +242,33 @@ void check_arity(const onnx::ModelProto& model, const std::string& what) {
 
 // Every tensor of the graph and its subgraphs (initializers, node attributes) against its dims, before ONNX's
 // inference reads any of them. Sparse tensors are refused here: nothing further on reads them.
+void check_tensor_data(const onnx::GraphProto& g, const std::string& what);
+
+void check_node_tensors(const onnx::NodeProto& n, const std::string& what) {
+  for (const auto& a : n.attribute()) {
+    if (a.has_t()) checked_layout(a.t(), what);
+    for (const auto& t : a.tensors()) checked_layout(t, what);
+    if (a.has_g()) check_tensor_data(a.g(), what);
+    for (const auto& sub : a.graphs()) check_tensor_data(sub, what);
+    if (a.has_sparse_tensor() || a.sparse_tensors_size() > 0)
+      throw InputError(what + ": node '" + n.name() + "': attribute '" + a.name() +
+                       "' holds a sparse tensor: sparse tensors are not supported");
+  }
+}
+
 void check_tensor_data(const onnx::GraphProto& g, const std::string& what) {
   for (const auto& t : g.initializer()) checked_layout(t, what);
   if (g.sparse_initializer_size() > 0)
     throw InputError(what + ": sparse initializer '" + g.sparse_initializer(0).values().name() +
                      "': sparse tensors are not supported");
-  for (const auto& n : g.node())
-    for (const auto& a : n.attribute()) {
-      if (a.has_t()) checked_layout(a.t(), what);
-      for (const auto& t : a.tensors()) checked_layout(t, what);
-      if (a.has_g()) check_tensor_data(a.g(), what);
-      for (const auto& sub : a.graphs()) check_tensor_data(sub, what);
-      if (a.has_sparse_tensor() || a.sparse_tensors_size() > 0)
-        throw InputError(what + ": node '" + n.name() + "': attribute '" + a.name() +
-                         "' holds a sparse tensor: sparse tensors are not supported");
-    }
+  for (const auto& n : g.node()) check_node_tensors(n, what);
+}
+
+// The graph's tensors and those of the model's local functions (ONNX's inference runs their bodies too).
+void check_tensor_data(const onnx::ModelProto& m, const std::string& what) {
+  check_tensor_data(m.graph(), what);
+  for (const auto& f : m.functions())
+    for (const auto& n : f.node()) check_node_tensors(n, what);
 }
 
 void infer(onnx::ModelProto& model, const std::string& what) {
@@ -456,7 +472,7 @@ ImportedModel import_model(onnx::ModelProto& model, const std::string& what, con
   for (const auto& op : model.opset_import())
     if (op.domain().empty() || op.domain() == "ai.onnx") out.opset = op.version();
   load_external_data(model, model_dir, what);
-  check_tensor_data(model.graph(), what);
+  check_tensor_data(model, what);
   out.adapted = adapt_to_engine_opset(model, what);
   out.producer = model.producer_name() + (model.producer_version().empty() ? "" : " " + model.producer_version());
   // Bound symbolic dims become sizes on the inputs, so inference can propagate them.

@@ -161,18 +161,28 @@ TEST(HbmController, PostedWritesWaitForTheReads) {
   EXPECT_EQ(h.stats().write_latency.count(), 2u);
   EXPECT_DOUBLE_EQ(h.stats().write_latency.max(), expect);
   EXPECT_DOUBLE_EQ(idle.done_ns, 1000.0);  // posted all the same
+  // Whatever comes next at the PC, a buffered write went when the reads were done: here a later write, which
+  // finds no read waiting.
+  Hbm next(p);
+  next.access(pc0(0, 0), 32, false, 0.0);
+  next.access(pc0(0, 0, 32), 32, true, 0.0);
+  next.access(pc0(0, 0, 96), 32, true, 1000.0);
+  EXPECT_EQ(next.stats().write_latency.count(), 2u);
+  EXPECT_DOUBLE_EQ(next.stats().write_latency.max(), expect);
 }
 
-// While reads wait, writes drain when the buffer holds write_high of its entries, down to write_low: with 4
-// entries, 0.8 and 0.2, the 4th write drains all four.
+// While reads wait, writes drain when the buffer holds write_high of its entries, down to write_low: with 10
+// entries, 0.8 and 0.2, the 8th write drains the oldest six and leaves two.
 TEST(HbmController, WritesDrainAtTheHighWatermark) {
-  const auto p = hbm({"hbm.refresh=none", "hbm.write_buffer=4"});
+  const auto p = hbm({"hbm.refresh=none", "hbm.write_buffer=10"});
   Hbm h(p);
   for (int i = 0; i < 8; ++i) h.access(pc0(1, 0, 32 * (i % 4)), 32, false, 0.0);  // reads, bank 1, until ~ 30 ns
-  for (int i = 0; i < 3; ++i) h.access(pc0(0, 0, 128 * i), 32, true, 1.0 + i);
+  for (int i = 0; i < 7; ++i) h.access(pc0(0, i % 4, 32 * (i % 4)), 32, true, 1.0 + 0.1 * i);
   EXPECT_EQ(h.stats().write_latency.count(), 0u);
-  h.access(pc0(0, 0, 384), 32, true, 4.0);
-  EXPECT_EQ(h.stats().write_latency.count(), 4u);
+  h.access(pc0(0, 0, 384), 32, true, 2.0);
+  EXPECT_EQ(h.stats().write_latency.count(), 6u);
+  h.drain_writes();
+  EXPECT_EQ(h.stats().write_latency.count(), 8u);
 }
 
 // Batched, a read/write mix turns the bus around once per drain instead of once per write: the pairs of the
