@@ -2,6 +2,7 @@
 
 #include <yaml-cpp/depthguard.h>
 #include <yaml-cpp/yaml.h>
+#include <map>
 
 #include <algorithm>
 #include <filesystem>
@@ -397,8 +398,17 @@ LoadedConfig finish(Flat& flat, const std::string& top, Errors& errors, bool con
   reflect(filler, out.chip);
 
   const std::vector<KeyInfo> schema = describe_schema();
+  // Keys a release renamed: a config written for the old name is told the new ones.
+  static const std::map<std::string, std::string> renamed = {
+      {"hbm.timing.tRRD",
+       "was split into hbm.timing.tRRD_S (different bank groups) and hbm.timing.tRRD_L (the same "
+       "bank group)"}};
   for (const auto& [key, entry] : flat.leaves) {
     if (entry.used) continue;
+    if (const auto r = renamed.find(key); r != renamed.end()) {
+      errors.add(entry.origin, key, "unknown key: it " + r->second);
+      continue;
+    }
     std::string hint;
     std::size_t best = 4;  // only suggest close matches
     for (const KeyInfo& info : schema) {

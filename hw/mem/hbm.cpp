@@ -53,18 +53,17 @@ double Hbm::past_refresh(const Pc& pc, double t, double duration) const {
 
 double Hbm::bus_slot(const Pc& pc, double earliest, double duration, std::uint8_t dir, std::uint64_t groups) const {
   const config::HbmTiming& T = p_.timing;
-  // Gaps kept after and before an interval of the other direction (or of the same, for tCCD_S).
+  // The gap kept between data of direction `first` and later data of direction `second` (shared: they have a bank
+  // group in common): tCCD_S beyond a burst in one direction, tRTRS from reads to writes, tWTR + tCL (the read
+  // command after the write data, then its latency) from writes to reads.
   const double same = std::max(0.0, T.tCCD_S - t_burst_);
-  auto after = [&](const Interval& iv) {  // between iv's end and our start
-    if (iv.dir == dir) return same;
-    if (dir == 1) return T.tRTRS;                                 // read data, then write data
-    return ((iv.groups & groups) ? T.tWTR_L : T.tWTR_S) + T.tCL;  // write data, then a read command, then its data
+  auto gap = [&](std::uint8_t first, std::uint8_t second, bool shared) {
+    if (first == second) return same;
+    if (first == 0) return T.tRTRS;
+    return (shared ? T.tWTR_L : T.tWTR_S) + T.tCL;
   };
-  auto before = [&](const Interval& iv) {  // between our end and iv's start
-    if (iv.dir == dir) return same;
-    if (dir == 0) return T.tRTRS;
-    return ((iv.groups & groups) ? T.tWTR_L : T.tWTR_S) + T.tCL;
-  };
+  auto after = [&](const Interval& iv) { return gap(iv.dir, dir, (iv.groups & groups) != 0); };
+  auto before = [&](const Interval& iv) { return gap(dir, iv.dir, (iv.groups & groups) != 0); };
   const double reach = std::max({same, T.tRTRS, T.tWTR_L + T.tCL, T.tWTR_S + T.tCL});
   const std::vector<Interval>& busy = pc.bus.busy;
   double s = earliest;

@@ -23,6 +23,26 @@ std::uint64_t pc0(std::uint64_t bank, std::uint64_t row, std::uint64_t offset = 
   return ((row * 4 + bank) * 16) * 4096 + offset;
 }
 
+// Opens the rows of PC 0's four bank groups in both, then sends `pairs` read-write pairs to `mix` and as many reads
+// to `reads`, all at 1000 ns, to open rows over the bank groups in turn; the last data done of each.
+constexpr int kPairs = 50;
+struct Alternation {
+  double mix_end = 0, reads_end = 0;
+};
+Alternation alternate(Hbm& mix, Hbm& reads, int pairs) {
+  for (int g = 0; g < 4; ++g) {
+    mix.access(pc0(0, 0, 32 * g), 32, false, 0.0);
+    reads.access(pc0(0, 0, 32 * g), 32, false, 0.0);
+  }
+  Alternation a;
+  for (int i = 0; i < 2 * pairs; ++i) {
+    const std::uint64_t at = pc0(0, 0, 32 * (i % 4) + 128 * (1 + i / 4));
+    a.mix_end = std::max(a.mix_end, mix.access(at, 32, i % 2 == 1, 1000.0).done_ns);
+    a.reads_end = std::max(a.reads_end, reads.access(at, 32, false, 1000.0).done_ns);
+  }
+  return a;
+}
+
 // The transaction queue slot is free when the request's last column command issues, not when its data returns:
 // with one slot, a second row hit enters at the first's column command (ctrl + tRCD), not at its data (+ tCL +
 // tBURST).
@@ -125,18 +145,8 @@ TEST(HbmController, ReadWriteMixCostsTheTurnarounds) {
     // A stream alternating reads and writes to open rows pays one turnaround per switch: each read-write pair
     // takes 2 tBURST + tRTRS + tWTR_S + tCL against 2 tBURST for reads only.
     Hbm mix(p), reads(p);
-    for (int g = 0; g < 4; ++g) {  // open the rows of the four bank groups
-      mix.access(pc0(0, 0, 32 * g), 32, false, 0.0);
-      reads.access(pc0(0, 0, 32 * g), 32, false, 0.0);
-    }
-    const int pairs = 50;
-    double mix_end = 0, reads_end = 0;
-    for (int i = 0; i < 2 * pairs; ++i) {
-      const std::uint64_t at = pc0(0, 0, 32 * (i % 4) + 128 * (1 + i / 4));
-      mix_end = std::max(mix_end, mix.access(at, 32, i % 2 == 1, 1000.0).done_ns);
-      reads_end = std::max(reads_end, reads.access(at, 32, false, 1000.0).done_ns);
-    }
-    const double per_pair = (mix_end - reads_end) / pairs;
+    const Alternation a = alternate(mix, reads, kPairs);
+    const double per_pair = (a.mix_end - a.reads_end) / kPairs;
     EXPECT_NEAR(per_pair, T.tRTRS + T.tWTR_S + T.tCL, 0.5) << per_pair;
   }
 }
@@ -191,24 +201,16 @@ TEST(HbmController, TheWriteBufferBatchesTurnarounds) {
   const auto p = hbm({"hbm.refresh=none"});
   const auto& T = p.timing;
   Hbm mix(p), reads(p);
-  for (int g = 0; g < 4; ++g) {
-    mix.access(pc0(0, 0, 32 * g), 32, false, 0.0);
-    reads.access(pc0(0, 0, 32 * g), 32, false, 0.0);
-  }
-  const int pairs = 50;
-  double reads_end = 0, mix_end = 0;
-  for (int i = 0; i < 2 * pairs; ++i) {
-    const std::uint64_t at = pc0(0, 0, 32 * (i % 4) + 128 * (1 + i / 4));
-    mix_end = std::max(mix_end, mix.access(at, 32, i % 2 == 1, 1000.0).done_ns);
-    reads_end = std::max(reads_end, reads.access(at, 32, false, 1000.0).done_ns);
-  }
+  const Alternation a = alternate(mix, reads, kPairs);
+  const double reads_end = a.reads_end;
+  double mix_end = a.mix_end;
   const double last_write = mix.drain_writes();  // the writes left after the last drain at the watermark
   ASSERT_GT(last_write, 1000.0);
   mix_end = std::max(mix_end, last_write);
-  const double per_pair = (mix_end - reads_end) / pairs;
+  const double per_pair = (mix_end - reads_end) / kPairs;
   EXPECT_GT(per_pair, 0.0);
   EXPECT_LT(per_pair, 0.25 * (T.tRTRS + T.tWTR_S + T.tCL)) << per_pair;
-  EXPECT_EQ(mix.stats().write_latency.count(), static_cast<std::uint64_t>(pairs));
+  EXPECT_EQ(mix.stats().write_latency.count(), static_cast<std::uint64_t>(kPairs));
 }
 
 // A sequential stream on one pseudo-channel, offered faster than it can be served, reaches the refresh ceiling

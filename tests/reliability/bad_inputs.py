@@ -180,6 +180,8 @@ CASES = [
     set_case("sim.max_instructions=0", r"key 'sim.max_instructions': must be positive"),
     set_case("sim.memory_model=fast", r"key 'sim.memory_model': 'fast' is not one of: detailed, simple"),
     set_case("hbm.capacity=1PiB", r"unknown unit 'PiB'"),
+    set_case("hbm.timing.tRRD=4ns", r"key 'hbm.timing.tRRD': unknown key: it was split into hbm.timing.tRRD_S",
+             what="`--set hbm.timing.tRRD=4ns` (a key renamed in issue 22)"),
     set_case("hbm.bank_queue_depth=0", r"key 'hbm.bank_queue_depth': must be positive"),
     Case("config", "`--set hbm.bank_groups=100` (more bank groups than the controller's 64-bit masks)",
          [*RELU, "--set", "hbm.bank_groups=100", "--set", "hbm.banks_per_group=1", "--set", "hbm.capacity=100MiB"],
