@@ -211,6 +211,9 @@ int sc_main(int argc, char** argv) {
       ->type_name("DIR");
   run->add_flag("--progress", ropts.progress, "report simulation progress on stderr (tasks done, device time) also when stderr is not a terminal");
   run->add_flag("--no-fusion", ropts.no_fusion, "run the graph as imported (constants folded), without the fusion passes");
+  run->add_flag("--explain-fusion", ropts.explain_fusion,
+                "say what each fusion candidate (attention: a Softmax feeding a MatMul) became, or the condition it "
+                "failed (on stderr with --json, whose graph.unfused lists the failures)");
   run->add_option("--streams", ropts.streams, "at most this many streams for independent branches (1: one stream in graph order)")
       ->check(CLI::Range(1, 64))
       ->type_name("N")

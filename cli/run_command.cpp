@@ -132,6 +132,23 @@ std::vector<std::uint8_t> device_input(const graph::ProgramTensor& pt, graph::Te
   return graph::to_storage(t.type, t.bytes, what);
 }
 
+// --explain-fusion: each candidate the fusion passes looked at, one line each.
+void explain_fusion(const stack::framework::Model& model, bool fusion, std::ostream& out) {
+  if (!fusion) {
+    out << "fusion: off (--no-fusion)\n";
+    return;
+  }
+  const auto& notes = model.fusion_notes();
+  if (notes.empty()) out << "fusion: no attention candidate (a Softmax feeding a MatMul) in the graph\n";
+  for (const auto& n : notes) {
+    out << n.pass << ": " << n.node << ": ";
+    if (n.fused_into.empty())
+      out << "not fused: " << n.reason << "\n";
+    else
+      out << "fused into " << n.fused_into << (n.causal ? " (causal)" : "") << "\n";
+  }
+}
+
 }  // namespace
 
 Progress::Progress(stack::framework::Session& session, bool forced)
@@ -189,6 +206,7 @@ int run_model_command(const RunOptions& opts) {
   }
   const stack::framework::Model model = stack::framework::Model::from_file(opts.model, loaded.chip, copts);
   const graph::Program& program = model.program();
+  if (opts.explain_fusion) explain_fusion(model, copts.fusion, opts.json ? std::cerr : std::cout);
   const hw::core::Mode mode = opts.functional ? hw::core::Mode::kFunctional : hw::core::Mode::kTimingOnly;
   if (!opts.outputs_dir.empty()) prepare_outputs_dir(opts.outputs_dir);
   std::vector<std::vector<std::uint8_t>> inputs;

@@ -19,6 +19,7 @@ struct RunOptions {
   bool functional = false;
   std::string inputs_dir, outputs_dir;  // .npy per graph input/output, named after it (functional mode)
   bool no_fusion = false;
+  bool explain_fusion = false;  // say what each fusion candidate became, or why it did not fuse
   std::uint32_t streams = 4;  // at most this many streams (stream assignment)
   bool progress = false;      // progress lines on stderr even when it is not a terminal
   bool json = false;

@@ -24,6 +24,7 @@ struct Model::Impl {
   CompileOptions opts;
   std::size_t nodes_before = 0;
   std::vector<std::pair<std::string, int>> fired;
+  std::vector<graph::passes::FusionNote> notes;  // what the fusion passes made of their candidates
   graph::Program program;
   std::unique_ptr<graph::Executor> executor;  // holds a reference to `program`: Impl never moves
 };
@@ -41,7 +42,9 @@ std::unique_ptr<Model::Impl> compile(ImportedModel imported, const std::string& 
   m->nodes_before = g.live_nodes();
   if (opts.fusion) {
     try {
-      m->fired = graph::passes::run_all(g);
+      graph::passes::PassResults r = graph::passes::run_all(g);
+      m->fired = std::move(r.fired);
+      m->notes = std::move(r.notes);
     } catch (const graph::GraphError& e) {
       throw InputError(name + ": a pass left the graph invalid: " + e.what());
     }
@@ -100,6 +103,9 @@ const graph::Program& Model::program() const { return impl_->program; }
 std::vector<TensorSpec> Model::inputs() const { return specs(impl_->program, impl_->program.inputs); }
 std::vector<TensorSpec> Model::outputs() const { return specs(impl_->program, impl_->program.outputs); }
 const std::vector<std::pair<std::string, int>>& Model::passes_fired() const { return impl_->fired; }
+const std::vector<graph::passes::FusionNote>& Model::fusion_notes() const {
+  return impl_->notes;
+}
 std::size_t Model::nodes_before() const { return impl_->nodes_before; }
 const std::vector<std::string>& Model::declared_inputs() const {
   return impl_->model.declared_inputs;
@@ -117,11 +123,15 @@ nlohmann::json Model::model_report() const {
 nlohmann::json Model::graph_report() const {
   nlohmann::json passes = nlohmann::json::object();
   for (const auto& [name, count] : impl_->fired) passes[name] = count;
+  nlohmann::json unfused = nlohmann::json::array();
+  for (const graph::passes::FusionNote& n : impl_->notes)
+    if (n.fused_into.empty()) unfused.push_back({{"pass", n.pass}, {"node", n.node}, {"reason", n.reason}});
   return {{"folded", impl_->model.folded},
           {"nodes_before", impl_->nodes_before},
           {"nodes_after", impl_->model.graph.live_nodes()},
           {"fusion", impl_->opts.fusion},
           {"passes", passes},
+          {"unfused", unfused},
           {"kernels", impl_->program.steps.size()}};
 }
 

@@ -21,6 +21,7 @@
 #include "common/config/loader.hpp"
 #include "stack/graph/graph.hpp"
 #include "stack/graph/lower.hpp"
+#include "stack/graph/passes/passes.hpp"
 #include "stack/ops/op.hpp"
 #include "stack/runtime/run_outputs.hpp"
 #include "stack/runtime/runtime.hpp"
@@ -64,6 +65,8 @@ class Model {
   nlohmann::json model_report() const;
   nlohmann::json graph_report() const;
   const std::vector<std::pair<std::string, int>>& passes_fired() const;
+  // Each candidate the fusion passes looked at: what it became, or why it stayed as it was.
+  const std::vector<graph::passes::FusionNote>& fusion_notes() const;
   std::size_t nodes_before() const;
   // The ONNX graph's inputs (initializers left out) in its order, those bound to values at compile time included:
   // the positions of ONNX's test-data layout (input_K.pb).

@@ -37,6 +37,11 @@ struct Builder {
     std::memcpy(t.bytes.data(), v.data(), v.size() * 8);
     return g.add_constant("i" + std::to_string(next++), t);
   }
+  ValueId scalar_int(std::int64_t v) {  // a rank-0 int64 constant
+    Tensor t{ElemType::kInt64, {}, std::vector<std::uint8_t>(8)};
+    std::memcpy(t.bytes.data(), &v, 8);
+    return g.add_constant("i" + std::to_string(next++), t);
+  }
   ValueId bools(const std::vector<bool>& v, const Shape& s) {
     Tensor t{ElemType::kBool, s, std::vector<std::uint8_t>(v.size())};
     for (std::size_t i = 0; i < v.size(); ++i) t.bytes[i] = v[i];

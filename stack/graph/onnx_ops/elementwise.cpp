@@ -286,6 +286,24 @@ std::int64_t int_div(std::int64_t a, std::int64_t b) {
   if (b == -1) return int_sub(0, a);
   return a / b;  // integer division truncates, as ONNX Runtime's
 }
+// Mod: fmod = 0 takes the divisor's sign (Python's %), fmod = 1 the dividend's (C's fmod).
+std::int64_t int_mod(std::int64_t a, std::int64_t b) {
+  if (b == 0) throw NoFold{};
+  if (b == -1) return 0;  // INT64_MIN % -1 overflows in C++
+  const std::int64_t r = a % b;
+  return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
+std::int64_t int_fmod(std::int64_t a, std::int64_t b) {
+  if (b == 0) throw NoFold{};
+  return b == -1 ? 0 : a % b;
+}
+double floor_mod(double a, double b) {
+  const double r = std::fmod(a, b);
+  return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
+}
+double c_fmod(double a, double b) {
+  return std::fmod(a, b);
+}
 
 }  // namespace
 
@@ -316,6 +334,11 @@ void add_elementwise(std::vector<OpInfo>& table) {
                               "-2 as one `fused_elementwise` expression; any other exponent, a tensor too, as "
                               "`exp(y log(abs(x)))` with the sign and the special cases of C's pow (rounded for "
                               "integers)"));
+  // Host only: the exporters' shape arithmetic (TorchScript's head split) computes indices with Mod.
+  table.push_back(OpInfo::onnx("Mod", 2, 2).reads({"fmod"}).folds([](const FoldArgs& a) {
+    return a.node.attr_int("fmod", 0) != 0 ? binary_fold(c_fmod, int_fmod, false)(a)
+                                           : binary_fold(floor_mod, int_mod, false)(a);
+  }));
   table.push_back(OpInfo::onnx("Trilu", 1, 2)
                       .reads({"upper"})
                       .needs_values_of({1})

@@ -38,8 +38,13 @@ struct HeadLayout {
   std::int64_t bs = 0, ns = 0, ss = 0, off = 0;
 };
 
-std::optional<HeadLayout> heads_of(const View& v, bool allow_groups) {
-  if (v.rank() != 3 && v.rank() != 4) return std::nullopt;
+// `v` as heads [B, (N,) S, D], or why it cannot be read as FlashAttention reads its operands (in *why).
+std::optional<HeadLayout> heads_of(const View& v, bool allow_groups, std::string* why) {
+  auto fail = [&](std::string text) -> std::optional<HeadLayout> {
+    *why = std::move(text);
+    return std::nullopt;
+  };
+  if (v.rank() != 3 && v.rank() != 4) return fail("is rank " + std::to_string(v.rank()) + ", not 3 or 4");
   const bool four = v.rank() == 4;
   const std::size_t dd = v.rank() - 1, sd = v.rank() - 2;
   HeadLayout h;
@@ -48,7 +53,9 @@ std::optional<HeadLayout> heads_of(const View& v, bool allow_groups) {
   h.B = v.size(0);
   h.N = four ? v.size(1) : 1;
   const auto d_stride = v.simple_stride(dd), s_stride = v.simple_stride(sd), b_stride = v.simple_stride(0);
-  if (!d_stride || *d_stride != 1 || !s_stride || !b_stride) return std::nullopt;
+  if (!d_stride || *d_stride != 1) return fail("has its head dim D not contiguous in its buffer");
+  if (!s_stride) return fail("has rows that are not evenly spaced in its buffer");
+  if (!b_stride) return fail("has batches that are not evenly spaced in its buffer");
   h.ss = h.S > 1 ? *s_stride : h.D;
   h.bs = *b_stride;
   h.off = v.offset();
@@ -63,10 +70,13 @@ std::optional<HeadLayout> heads_of(const View& v, bool allow_groups) {
       h.kv_heads = atoms[0].size;  // (KV heads, stride), (repeats, 0): head n reads KV head n / repeats
       h.ns = atoms[0].stride;
     } else {
-      return std::nullopt;
+      return fail("has heads that are neither evenly spaced nor grouped key/value heads");
     }
   }
-  if (h.ss < h.D || h.ss > 65535 || h.D % 16 != 0 || h.D > 256) return std::nullopt;
+  if (h.D % 16 != 0 || h.D > 256)
+    return fail("has head dim D=" + std::to_string(h.D) + " (the kernel takes multiples of 16 up to 256)");
+  if (h.ss < h.D || h.ss > 65535)
+    return fail("has rows " + std::to_string(h.ss) + " elements apart (D to 65535 allowed)");
   return h;
 }
 
@@ -100,6 +110,24 @@ bool causal_triangle(const std::vector<double>& c, std::int64_t s, std::int64_t 
   return true;
 }
 
+// An additive S x SK constant that is 0 on and below the diagonal and at most -1e4 (-inf included) above it:
+// PyTorch's generate_square_subsequent_mask, torch.triu(torch.full((S, S), -inf), 1).
+bool causal_additive(const std::vector<double>& m, std::int64_t s, std::int64_t sk) {
+  for (std::int64_t i = 0; i < s; ++i) {
+    for (std::int64_t j = 0; j < sk; ++j) {
+      const double x = m[static_cast<std::size_t>(i * sk + j)];
+      if (j <= i ? x != 0.0 : !(x <= -1e4)) return false;
+    }
+  }
+  return true;
+}
+
+std::string shape_text(const std::vector<std::int64_t>& shape) {
+  std::string t = "[";
+  for (std::size_t i = 0; i < shape.size(); ++i) t += (i ? ", " : "") + std::to_string(shape[i]);
+  return t + "]";
+}
+
 // One candidate, stage by stage: from the output MatMul back through Softmax, the mask, the scale and the scores
 // MatMul to the operands' views.
 struct Candidate {
@@ -121,6 +149,7 @@ struct Layouts {
   ValueId qb = kNoValue, kb = kNoValue, vb = kNoValue, ob = kNoValue;
   HeadLayout q, k, v, o;
   std::vector<NodeId> out_nodes;  // O's layout nodes (removed: O is written through o_layout)
+  std::int64_t split = 1;         // rank-3 operands read as [B, N, S, D] with this N (split_batch_heads)
 };
 
 // PyTorch's safe softmax guard on P: Where(IsNaN(P), 0, P), which makes a row the mask hides whole 0 instead of
@@ -139,38 +168,53 @@ ValueId nan_guard(const Graph& g, ValueId v, std::vector<NodeId>* nodes) {
   return p;
 }
 
-// Softmax over the last axis feeding MatMul `out_mm` as its only use (through PyTorch's NaN guard or not).
-bool match_softmax(const Graph& g, NodeId out_mm, Candidate& c) {
+// Softmax over the last axis feeding MatMul `out_mm` as its only use (through PyTorch's NaN guard or not). The
+// returned text says why not; "" when it matched. Below, the same: "" is a match.
+std::string match_softmax(const Graph& g, NodeId out_mm, Candidate& c) {
   const Node& mm2 = g.node(out_mm);
   std::vector<NodeId> guard;
   ValueId p = nan_guard(g, mm2.inputs[0], &guard);
   if (p == kNoValue) p = mm2.inputs[0];
   const NodeId sm = producer(g, p, "Softmax");
-  if (sm < 0 || (guard.empty() && !single_use(g, p))) return false;
+  if (sm < 0) return "not attention: its first operand is not a Softmax";
+  if (guard.empty() && !single_use(g, p))
+    return "the probabilities '" + g.value(p).name +
+           "' are used elsewhere too (returned as attention weights, or read by another node): FlashAttention never "
+           "writes them";
   const Node& softmax = g.node(sm);
   c.x = softmax.inputs[0];
   const auto xs = static_shape(g.value(c.x));
-  if (!xs || xs->size() < 3) return false;
+  if (!xs) return "the scores '" + g.value(c.x).name + "' have no static shape (bind the model's dims with --dim)";
+  if (xs->size() < 3)
+    return "the scores " + shape_text(*xs) + " have no batch dim (rank " + std::to_string(xs->size()) + ")";
   // Before opset 13 Softmax's axis defaults to 1 and covers the flattened trailing dims: the last axis only then.
   const std::int64_t axis = softmax.attr_int("axis", g.opset && g.opset < 13 ? 1 : -1);
-  if (axis != -1 && axis != static_cast<std::int64_t>(xs->size()) - 1) return false;
+  if (axis != -1 && axis != static_cast<std::int64_t>(xs->size()) - 1)
+    return "the Softmax '" + softmax.name + "' is over axis " + std::to_string(axis) + ", not the keys (the last)";
   c.scores = *xs;
   c.s = (*xs)[xs->size() - 2];
   c.sk = xs->back();
   c.removed = {out_mm, sm};
   c.removed.insert(c.removed.end(), guard.begin(), guard.end());
-  return true;
+  return "";
 }
 
 // Where(cond, x, low) / Where(cond, low, x) with a constant S x SK condition: causal when it allows exactly the
 // lower triangle, else an additive 0 / low mask (low clamped to what fp16 holds).
-bool match_where_mask(const Graph& g, NodeId wh, Candidate& c) {
+std::string match_where_mask(const Graph& g, NodeId wh, Candidate& c) {
   const Node& w = g.node(wh);
   const Value& cond = g.value(w.inputs[0]);
   const auto low2 = scalar_constant(g, w.inputs[2]), low1 = scalar_constant(g, w.inputs[1]);
   const bool low_second = low2 && *low2 <= -1e4 && !low1;  // Where(allowed, x, low)
   const bool low_first = low1 && *low1 <= -1e4 && !low2;   // Where(masked, low, x)
-  if (!cond.constant || !one_mask(cond.constant->shape, c.s, c.sk) || (!low_second && !low_first)) return false;
+  if (!low_second && !low_first)
+    return "the Where '" + w.name + "' on the scores does not fill with one constant <= -1e4 (-inf)";
+  if (!cond.constant)
+    return "the Where '" + w.name + "' on the scores has a condition computed at run time ('" + cond.name +
+           "'); a mask as an additive input (Add) fuses";
+  if (!one_mask(cond.constant->shape, c.s, c.sk))
+    return "the Where '" + w.name + "' has a condition of shape " + shape_text(cond.constant->shape) + ", not one " +
+           std::to_string(c.s) + " x " + std::to_string(c.sk) + " table";
   const std::vector<double> cv = cond.constant->as_doubles();
   const double low = low_second ? *low2 : *low1;
   if (causal_triangle(cv, c.s, c.sk, low_first)) {
@@ -179,7 +223,7 @@ bool match_where_mask(const Graph& g, NodeId wh, Candidate& c) {
     Tensor t;
     t.type = g.value(c.x).type;
     const auto dt = device_dtype(t.type);
-    if (!dt) return false;
+    if (!dt) return "the scores are " + std::string(elem_name(t.type)) + ", which the device has no form for";
     t.shape = {c.s, c.sk};
     t.bytes.resize(static_cast<std::size_t>(c.s * c.sk) * elem_bytes(t.type));
     for (std::size_t i = 0; i < cv.size(); ++i) {
@@ -192,25 +236,37 @@ bool match_where_mask(const Graph& g, NodeId wh, Candidate& c) {
   }
   c.x = low_second ? w.inputs[1] : w.inputs[2];
   c.removed.push_back(wh);
-  return true;
+  return "";
 }
 
-// The optional mask: Add(x, mask) with a mask that broadcasts over the scores, or a Where. False: a mask is there
-// but cannot be fused.
-bool match_mask(const Graph& g, Candidate& c) {
+// The optional mask: Add(x, mask) with a mask that broadcasts over the scores (a constant causal one becomes the
+// kernel's causal flag), or a Where.
+std::string match_mask(const Graph& g, Candidate& c) {
   if (const NodeId add = producer(g, c.x, "Add"); add >= 0 && single_use(g, c.x)) {
     const Node& a = g.node(add);
     const bool mask_first = g.value(a.inputs[0]).constant.has_value() && !g.value(a.inputs[1]).constant.has_value();
     const ValueId m = a.inputs[mask_first ? 0 : 1];
-    const auto ms = static_shape(g.value(m));
-    if (!ms || !(c.mask_dims = mask_broadcast(*ms, c.scores)) || g.value(m).type != g.value(c.x).type) return false;
-    c.mask = m;
+    const Value& mv = g.value(m);
     c.x = a.inputs[mask_first ? 1 : 0];
     c.removed.push_back(add);
+    if (mv.constant && one_mask(mv.constant->shape, c.s, c.sk) &&
+        causal_additive(mv.constant->as_doubles(), c.s, c.sk)) {
+      c.causal = true;  // the block skipping of the causal kernel, not an S x SK table
+      return "";
+    }
+    const auto ms = static_shape(mv);
+    if (!ms) return "the mask '" + mv.name + "' has no static shape";
+    if (!(c.mask_dims = mask_broadcast(*ms, c.scores)))
+      return "the mask '" + mv.name + "' of shape " + shape_text(*ms) + " does not broadcast over the scores " +
+             shape_text(c.scores) + " (its batch, head and row dims must each be 1 or full, its last dim the keys)";
+    if (mv.type != g.value(c.x).type)
+      return "the mask '" + mv.name + "' is " + std::string(elem_name(mv.type)) + ", the scores " +
+             std::string(elem_name(g.value(c.x).type));
+    c.mask = m;
   } else if (const NodeId wh = producer(g, c.x, "Where"); wh >= 0 && single_use(g, c.x)) {
     return match_where_mask(g, wh, c);
   }
-  return true;
+  return "";
 }
 
 // A scalar factor c on `v` (Mul by a scalar constant, a single use): v becomes the other operand.
@@ -227,7 +283,7 @@ void absorb_scalar(const Graph& g, ValueId* v, Candidate& c) {
 
 // The optional scale (Div or Mul by a scalar constant), then the scores MatMul, whose operands may each carry a
 // scalar factor (torch's SDPA export scales Q and K^T by sqrt(scale) each).
-bool match_scores(const Graph& g, Candidate& c) {
+std::string match_scores(const Graph& g, Candidate& c) {
   if (const NodeId div = producer(g, c.x, "Div");
       div >= 0 && single_use(g, c.x) && scalar_constant(g, g.node(div).inputs[1])) {
     c.scale = 1.0 / *scalar_constant(g, g.node(div).inputs[1]);
@@ -236,54 +292,95 @@ bool match_scores(const Graph& g, Candidate& c) {
   } else {
     absorb_scalar(g, &c.x, c);
   }
+  const Value& x = g.value(c.x);
   const NodeId mm1 = producer(g, c.x, "MatMul");
-  if (mm1 < 0 || !single_use(g, c.x)) return false;
+  if (mm1 < 0) {
+    const NodeId p = x.producer;
+    return "the scores '" + x.name +
+           "' do not come from a MatMul (through an optional mask and scalar scale) but from " +
+           (p >= 0 ? g.node(p).op_type + " '" + g.node(p).name + "'" : std::string("outside the graph"));
+  }
+  if (!single_use(g, c.x)) return "the scores '" + x.name + "' are used elsewhere too";
   c.removed.push_back(mm1);
   c.scores_mm = mm1;
   c.q_in = g.node(mm1).inputs[0];
   c.kt_in = g.node(mm1).inputs[1];
   absorb_scalar(g, &c.q_in, c);
   absorb_scalar(g, &c.kt_in, c);
-  return true;
+  return "";
+}
+
+// Rank-3 operands [B*N, S, D] (what nn.MultiheadAttention's batched matmuls see): when one of them shows the
+// batch dim as (B, stride) x (N, stride), every operand is read as [B, N, S, D]. Returns N (1: left as they are).
+std::int64_t split_batch_heads(std::array<View*, 4> views) {
+  std::int64_t n = 1;
+  for (const View* v : views)
+    if (v->rank() == 3 && v->atoms(0).size() == 2) n = v->atoms(0)[1].size;
+  if (n == 1) return 1;
+  for (View* v : views) {
+    const std::int64_t bn = v->size(0);
+    if (v->rank() != 3 || bn % n != 0 || !v->reshape({bn / n, n, v->size(1), v->size(2)})) return 0;
+  }
+  return n;
 }
 
 // Q, K (through K^T's view with its last two dims swapped back), V and O as strided views of one shape and type.
-std::optional<Layouts> match_layouts(const Graph& g, const Node& mm2, const Candidate& c) {
-  Layouts l;
+std::string match_layouts(const Graph& g, const Node& mm2, const Candidate& c, Layouts* l) {
   std::vector<NodeId> in_nodes;
-  auto qv = view_of(g, c.q_in, &l.qb, &in_nodes);
-  auto ktv = view_of(g, c.kt_in, &l.kb, &in_nodes);
-  auto vv = view_of(g, mm2.inputs[1], &l.vb, &in_nodes);
-  auto ov = view_into(g, mm2.outputs[0], &l.ob, &l.out_nodes);
-  if (!qv || !ktv || !vv || !ov || ktv->rank() < 2) return std::nullopt;
+  auto qv = view_of(g, c.q_in, &l->qb, &in_nodes);
+  auto ktv = view_of(g, c.kt_in, &l->kb, &in_nodes);
+  auto vv = view_of(g, mm2.inputs[1], &l->vb, &in_nodes);
+  auto ov = view_into(g, mm2.outputs[0], &l->ob, &l->out_nodes);
+  const std::pair<const char*, ValueId> named[] = {
+      {"Q", c.q_in}, {"K^T", c.kt_in}, {"V", mm2.inputs[1]}, {"O", mm2.outputs[0]}};
+  const bool ok[] = {qv.has_value(), ktv.has_value(), vv.has_value(), ov.has_value()};
+  for (int i = 0; i < 4; ++i)
+    if (!ok[i])
+      return std::string(named[i].first) + " '" + g.value(named[i].second).name +
+             "' is not a strided view of one buffer with static shapes";
+  if (ktv->rank() < 2) return "K^T is rank " + std::to_string(ktv->rank());
   std::vector<std::int64_t> swap(ktv->rank());
   for (std::size_t d = 0; d < swap.size(); ++d) swap[d] = static_cast<std::int64_t>(d);
   std::swap(swap[swap.size() - 1], swap[swap.size() - 2]);
-  if (!ktv->transpose(swap)) return std::nullopt;
-  const auto q = heads_of(*qv, false), k = heads_of(*ktv, true), v = heads_of(*vv, true), o = heads_of(*ov, false);
-  if (!q || !k || !v || !o) return std::nullopt;
-  if (q->S != c.s || k->S != c.sk || v->S != c.sk || k->D != q->D || v->D != q->D || o->D != q->D || o->S != c.s)
-    return std::nullopt;
-  if (k->B != q->B || v->B != q->B || o->B != q->B || k->N != q->N || v->N != q->N || o->N != q->N) return std::nullopt;
-  if (k->kv_heads != v->kv_heads || q->N % k->kv_heads != 0) return std::nullopt;
+  if (!ktv->transpose(swap)) return "K^T's last two dims cannot be swapped back into K";
+  l->split = split_batch_heads({&*qv, &*ktv, &*vv, &*ov});
+  if (!l->split) return "Q, K, V and O do not split their batch dim into the same heads";
+  std::string why;
+  const char* names[] = {"Q", "K", "V", "O"};
+  const View* views[] = {&*qv, &*ktv, &*vv, &*ov};
+  HeadLayout* outs[] = {&l->q, &l->k, &l->v, &l->o};
+  for (int i = 0; i < 4; ++i) {
+    const auto h = heads_of(*views[i], i == 1 || i == 2, &why);
+    if (!h) return std::string(names[i]) + " " + why;
+    *outs[i] = *h;
+  }
+  const HeadLayout &q = l->q, &k = l->k, &v = l->v, &o = l->o;
+  if (q.S != c.s || k.S != c.sk || v.S != c.sk || o.S != c.s || k.D != q.D || v.D != q.D || o.D != q.D)
+    return "the rows or head dims of Q, K, V and O do not agree with the scores " + shape_text(c.scores);
+  if (k.B != q.B || v.B != q.B || o.B != q.B || k.N != q.N || v.N != q.N || o.N != q.N)
+    return "Q, K, V and O differ in batches or heads";
+  if (k.kv_heads != v.kv_heads || q.N % k.kv_heads != 0)
+    return "K and V group their heads differently, or the query heads do not divide into them";
   const auto& xs = c.scores;
-  if (xs.front() != q->B || (xs.size() == 4 && xs[1] != q->N)) return std::nullopt;  // the scores' batch and head dims
-  const ElemType t = g.value(l.qb).type;
-  if (t != g.value(l.kb).type || t != g.value(l.vb).type || t != g.value(l.ob).type ||
-      (t != ElemType::kFloat32 && t != ElemType::kFloat16 && t != ElemType::kBFloat16))
-    return std::nullopt;
-  l.q = *q;
-  l.k = *k;
-  l.v = *v;
-  l.o = *o;
-  return l;
+  const std::int64_t batches = xs.size() == 3 && l->split > 1 ? q.B * q.N : q.B;
+  if (xs.front() != batches || (xs.size() == 4 && xs[1] != q.N))
+    return "the scores " + shape_text(xs) + " do not have Q's batch and head dims";
+  const ElemType t = g.value(l->qb).type;
+  if (t != g.value(l->kb).type || t != g.value(l->vb).type || t != g.value(l->ob).type)
+    return "Q, K, V and O are not all of one type";
+  if (t != ElemType::kFloat32 && t != ElemType::kFloat16 && t != ElemType::kBFloat16)
+    return "Q is " + std::string(elem_name(t)) + " (float32, float16 and bfloat16 fuse)";
+  return "";
 }
 
 // The scores chain and O's layout nodes go (O's final tensor is written through o_layout); the fused node reads the
 // buffers Q, K and V are views of, and input-side layout nodes nothing else uses go too.
-void rewrite(Graph& g, Candidate& c, const Layouts& l) {
-  const std::string name = "FlashAttention_" + g.node(c.scores_mm).name;
+// Returns the fused node's name.
+std::string rewrite(Graph& g, Candidate& c, const Layouts& l) {
+  std::string name = "FlashAttention_" + g.node(c.scores_mm).name;
   if (c.where_mask) c.mask = g.add_constant(name + "/mask", std::move(*c.where_mask));
+  if (l.split > 1 && c.mask_dims && c.scores.size() == 3 && (*c.mask_dims)[0] != 1)
+    *c.mask_dims = {l.q.B, l.q.N, (*c.mask_dims)[2]};  // a mask per [B*N] batch is one per batch and head
   for (NodeId r : c.removed) g.remove_node(r);
   for (NodeId r : l.out_nodes) g.remove_node(r);
   Node fa;
@@ -304,22 +401,31 @@ void rewrite(Graph& g, Candidate& c, const Layouts& l) {
   fa.attrs["v_layout"] = Attribute::of_ints({l.v.bs, l.v.ns, l.v.ss, l.v.off});
   fa.attrs["o_layout"] = Attribute::of_ints({l.o.bs, l.o.ns, l.o.ss, l.o.off});
   g.add_node(std::move(fa));
+  return name;
 }
 
 }  // namespace
 
-int fuse_attention(Graph& g) {
+int fuse_attention(Graph& g, std::vector<FusionNote>* notes) {
   int fused = 0;
   for (NodeId out_mm : g.topo_order()) {
     const Node& mm2 = g.node(out_mm);
     if (!mm2.alive || !well_formed(mm2) || mm2.op_type != "MatMul" || !mm2.domain.empty()) continue;
+    if (producer(g, mm2.inputs[0], "Softmax") < 0 && producer(g, mm2.inputs[0], "Where") < 0) continue;
     Candidate c;
-    if (!match_softmax(g, out_mm, c) || !match_mask(g, c) || !match_scores(g, c)) continue;
-    const auto layouts = match_layouts(g, mm2, c);
-    if (!layouts) continue;
-    rewrite(g, c, *layouts);
-    remove_dead_nodes(g);
-    ++fused;
+    Layouts l;
+    std::string why = match_softmax(g, out_mm, c);
+    if (why.rfind("not attention", 0) == 0) continue;  // a Where that is no NaN guard over a Softmax
+    if (why.empty()) why = match_mask(g, c);
+    if (why.empty()) why = match_scores(g, c);
+    if (why.empty()) why = match_layouts(g, mm2, c, &l);
+    FusionNote note{"fuse_attention", mm2.name, "", why, c.causal};
+    if (why.empty()) {
+      note.fused_into = rewrite(g, c, l);
+      remove_dead_nodes(g);
+      ++fused;
+    }
+    if (notes) notes->push_back(std::move(note));
   }
   return fused;
 }

@@ -20,12 +20,23 @@ int remove_dead_nodes(Graph& g);
 // a graph output). Returns the number removed.
 int remove_identities(Graph& g);
 
+// What a pass made of a subgraph it looked at: the node it starts from, the fused node it became, or the first
+// condition that failed (`reason`). Kept for the candidates a user would expect to fuse (attention: every
+// Softmax feeding a MatMul), for `npusim run --explain-fusion` and `graph.unfused` in --json.
+struct FusionNote {
+  std::string pass, node;
+  std::string fused_into;  // empty: not fused
+  std::string reason;      // empty: fused
+  bool causal = false;     // attention: fused with the causal flag (a causal mask recognised)
+};
+
 // The fusion passes, in the order run_all runs them. Each returns the number of subgraphs it rewrote.
 // x*cos + rotate_half(x)*sin -> npusim.RoPE (BSND with the heads transpose moved after it) (fuse_rope.cpp).
 int fuse_rope(Graph& g);
 // MatMul(Q, K^T) [-> scale] [-> mask | causal Where] -> Softmax -> MatMul(., V), through layout views of Q, K, V
 // and O -> npusim.FlashAttention with per-tensor strides (fuse_attention.cpp).
-int fuse_attention(Graph& g);
+// Notes every candidate into `notes` when given.
+int fuse_attention(Graph& g, std::vector<FusionNote>* notes = nullptr);
 // Decomposed LayerNorm (both variance forms, Mean/InvStdDev outputs) -> LayerNormalization (fuse_norms.cpp).
 int fuse_layernorm(Graph& g);
 // Decomposed RMSNorm -> npusim.RMSNormalization (fuse_norms.cpp).
@@ -48,7 +59,11 @@ int fuse_elementwise(Graph& g);
 // Or(Greater(a, b), Equal(a, b)) -> GreaterOrEqual(a, b); Less likewise (fuse_compare.cpp).
 int fuse_compare(Graph& g);
 
-// Runs every pass in order; returns (pass name, times it fired) for the passes that fired.
-std::vector<std::pair<std::string, int>> run_all(Graph& g);
+struct PassResults {
+  std::vector<std::pair<std::string, int>> fired;  // (pass name, times it fired) for the passes that fired
+  std::vector<FusionNote> notes;
+};
+// Runs every pass in order.
+PassResults run_all(Graph& g);
 
 }  // namespace npusim::stack::graph::passes

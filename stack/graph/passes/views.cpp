@@ -23,9 +23,20 @@ std::vector<Atom> merged(const std::vector<Atom>& in) {
   return out;
 }
 
-bool is_layout_op(const Node& n) {
+// A Gather of one constant index ([] or [1]): the slice at that index along its axis (PyTorch's `select`, which
+// exporters write for `qkv[0]` of a packed projection).
+bool is_select(const Graph& g, const Node& n) {
+  if (n.op_type != "Gather" || !n.domain.empty() || n.inputs.size() != 2 || n.inputs[1] == kNoValue) return false;
+  const Value& idx = g.value(n.inputs[1]);
+  return idx.constant && idx.constant->elements() == 1 && idx.constant->shape.size() <= 1 &&
+         (idx.type == ElemType::kInt64 || idx.type == ElemType::kInt32);
+}
+
+bool is_layout_op(const Graph& g, const Node& n) {
   static const char* ops[] = {"Transpose", "Reshape", "Squeeze", "Unsqueeze", "Flatten", "Identity", "Expand", "Split", "Slice"};
-  return n.domain.empty() && std::any_of(std::begin(ops), std::end(ops), [&](const char* o) { return n.op_type == o; });
+  return (n.domain.empty() &&
+          std::any_of(std::begin(ops), std::end(ops), [&](const char* o) { return n.op_type == o; })) ||
+         is_select(g, n);
 }
 
 bool is_bijective_layout_op(const Node& n) {
@@ -66,6 +77,17 @@ bool apply(const Graph& g, const Node& n, std::size_t output, const std::vector<
       start += (*s)[static_cast<std::size_t>(axis)];
     }
     return v->slice(static_cast<std::size_t>(axis), start, out[static_cast<std::size_t>(axis)], 1);
+  }
+  if (op == "Gather") {
+    const auto r = static_cast<std::int64_t>(in.size());
+    std::int64_t axis = n.attr_int("axis", 0);
+    if (axis < 0) axis += r;
+    if (axis < 0 || axis >= r) return false;
+    const std::int64_t dim = in[static_cast<std::size_t>(axis)];
+    std::int64_t at = g.value(n.inputs[1]).constant->as_ints().at(0);
+    if (at < 0) at += dim;
+    if (at < 0 || at >= dim) return false;
+    return v->slice(static_cast<std::size_t>(axis), at, 1, 1) && v->reshape(out);
   }
   if (op == "Slice") {
     const auto starts = constant_ints(g, n, 1), ends = constant_ints(g, n, 2);
@@ -198,7 +220,7 @@ std::optional<View> view_of(const Graph& g, ValueId v, ValueId* base, std::vecto
   ValueId cur = v;
   for (;;) {
     const NodeId p = g.value(cur).producer;
-    if (p < 0 || !g.node(p).alive || !is_layout_op(g.node(p))) break;
+    if (p < 0 || !g.node(p).alive || !is_layout_op(g, g.node(p))) break;
     const Node& n = g.node(p);
     const std::size_t out = static_cast<std::size_t>(std::find(n.outputs.begin(), n.outputs.end(), cur) - n.outputs.begin());
     chain.push_back({p, out});

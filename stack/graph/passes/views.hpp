@@ -1,8 +1,8 @@
 // Strided views: where the elements of a value produced by layout-only nodes (Transpose, Reshape, Squeeze,
-// Unsqueeze, Flatten, Identity, Expand, Split, Slice) sit in the buffer of the value those nodes start from. A
-// fused kernel that takes strides (FlashAttention) then reads or writes that buffer directly and the layout nodes
-// disappear: the Transposes and Reshapes around attention, the Split of a fused QKV projection, the repeat_kv
-// Expand of grouped-query attention.
+// Unsqueeze, Flatten, Identity, Expand, Split, Slice, a Gather of one constant index) sit in the buffer of the value
+// those nodes start from. A fused kernel that takes strides (FlashAttention) then reads or writes that buffer directly
+// and the layout nodes disappear: the Transposes and Reshapes around attention, the Split of a fused QKV projection,
+// the repeat_kv Expand of grouped-query attention.
 //
 // A view dim is a list of atoms (size, stride), outermost first: one atom is an ordinary strided dim; two atoms
 // come from a Reshape that merged dims which are not contiguous in the buffer (heads of grouped-query attention:

@@ -495,7 +495,12 @@ OpDef flash_attention_op() {
                    {"key_pass", g.t.ck},
                    {"row_chunk", g.t.rc},
                    {"workspace_per_block", static_cast<double>(g.t.slot_bytes)},
-                   {"units", static_cast<double>(units)}};
+                   {"units", static_cast<double>(units)},
+                   {"causal", g.s.causal ? 1.0 : 0.0}};
+    // The additive mask's batch, head and row dims (each 1 or full; its key dim is SK): 0 without a mask.
+    plan.tiling["mask_batches"] = g.s.mask ? g.s.MB : 0;
+    plan.tiling["mask_heads"] = g.s.mask ? g.s.MN : 0;
+    plan.tiling["mask_rows"] = g.s.mask ? g.s.MS : 0;
     const DType t = in[0].dtype;
     const bool split = chip.split();
     plan.kernel = [g, t, split](const std::vector<std::uint64_t>& buf) -> std::function<void()> {

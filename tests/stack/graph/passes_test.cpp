@@ -56,6 +56,24 @@ TEST(FoldConstants, IntegersStayExactAndVariadicMaxIsNotHalfFolded) {
   EXPECT_FALSE(b.g.value(mx).constant.has_value());  // three inputs: left to the device rather than folded wrong
 }
 
+// ONNX Mod: fmod = 0 takes the divisor's sign (Python's %), fmod = 1 the dividend's (C's fmod); an integer
+// division by zero is left to run.
+TEST(FoldConstants, ModFoldsWithTheSignOfItsFmodAttribute) {
+  Builder b;
+  const ValueId a = b.ints({7, -7, 7, -7}), d = b.ints({3, 3, -3, -3});
+  const ValueId py = b.op("Mod", {a, d}, {4}, {}, ElemType::kInt64);
+  const ValueId c = b.op("Mod", {a, d}, {4}, {{"fmod", Attribute::of_int(1)}}, ElemType::kInt64);
+  const ValueId f =
+      b.op("Mod", {b.floats({5.5f, -5.5f}, {2}), b.floats({2.0f, 2.0f}, {2})}, {2}, {{"fmod", Attribute::of_int(1)}});
+  const ValueId zero = b.op("Mod", {b.ints({1}), b.ints({0})}, {1}, {}, ElemType::kInt64);
+  b.g.outputs = {py, c, f, zero};
+  EXPECT_EQ(passes::fold_constants(b.g), 3);
+  EXPECT_EQ(b.g.value(py).constant->as_ints(), (std::vector<std::int64_t>{1, 2, -2, -1}));
+  EXPECT_EQ(b.g.value(c).constant->as_ints(), (std::vector<std::int64_t>{1, -1, 1, -1}));
+  EXPECT_EQ(b.g.value(f).constant->as_doubles(), (std::vector<double>{1.5, -1.5}));
+  EXPECT_FALSE(b.g.value(zero).constant.has_value());
+}
+
 TEST(FoldConstants, MaskArithmeticFoldsExactlyAndLargeResultsStayNodes) {
   Builder b;
   // Where(Equal(ConstantOfShape([2]) * -1, -1), 1, 0) over two elements, and a Slice with INT64_MAX as its end.
@@ -112,6 +130,38 @@ TEST(Views, SplitOfAFusedProjectionAndWhatCannotBeAView) {
   passes::View w = passes::View::contiguous({4, 3});
   ASSERT_TRUE(w.transpose({1, 0}));
   EXPECT_FALSE(w.reshape({2, 6}));
+}
+
+// nn.MultiheadAttention's packed projection: [S, B, 3E] -> [S, B, 3, E] -> ... -> [3, S, B, E], then Gather(0) for
+// Q (PyTorch's select) is a view at offset 0 of the projection, Gather(-1) for V one at offset 2E; an index outside
+// the dim, or one that is not constant, is no view.
+TEST(Views, AGatherOfOneConstantIndexIsASelect) {
+  Builder b;
+  const ValueId proj = b.input("proj", {16, 2, 3 * 64});
+  const ValueId r = b.op("Reshape", {proj, b.ints({16, 2, 3, 64})}, {16, 2, 3, 64});
+  const ValueId t = b.op("Transpose", {r}, {3, 16, 2, 64}, {{"perm", Attribute::of_ints({2, 0, 1, 3})}});
+  const ValueId q = b.op("Gather", {t, b.scalar_int(0)}, {16, 2, 64}, {{"axis", Attribute::of_int(0)}});
+  const ValueId v = b.op("Gather", {t, b.scalar_int(-1)}, {16, 2, 64}, {{"axis", Attribute::of_int(0)}});
+  const ValueId bad = b.op("Gather", {t, b.scalar_int(3)}, {16, 2, 64}, {{"axis", Attribute::of_int(0)}});
+  const ValueId dyn =
+      b.op("Gather", {t, b.input("i", {}, ElemType::kInt64)}, {16, 2, 64}, {{"axis", Attribute::of_int(0)}});
+  ValueId base = kNoValue;
+  std::vector<NodeId> nodes;
+  const auto qv = passes::view_of(b.g, q, &base, &nodes);
+  ASSERT_TRUE(qv.has_value());
+  EXPECT_EQ(base, proj);
+  EXPECT_EQ(nodes.size(), 3u);
+  EXPECT_EQ(qv->shape(), (Shape{16, 2, 64}));
+  EXPECT_EQ(qv->offset(), 0);
+  EXPECT_EQ(qv->simple_stride(0), 2 * 192);
+  EXPECT_EQ(qv->simple_stride(1), 192);
+  const auto vv = passes::view_of(b.g, v, &base, &nodes);
+  ASSERT_TRUE(vv.has_value());
+  EXPECT_EQ(vv->offset(), 128);
+  EXPECT_FALSE(passes::view_of(b.g, bad, &base, &nodes).has_value());
+  const auto dv = passes::view_of(b.g, dyn, &base, &nodes);  // the Gather itself is the base
+  ASSERT_TRUE(dv.has_value());
+  EXPECT_EQ(base, dyn);
 }
 
 // --- Attention -----------------------------------------------------------------------------------------------------
@@ -270,6 +320,89 @@ TEST(FuseAttention, HeadDimsTheKernelCannotTakeStayUnfused) {
   b.g.outputs = {b.op("MatMul", {p, v}, {1, 2, 16, 24})};
   EXPECT_EQ(passes::fuse_attention(b.g), 0);
   EXPECT_EQ(b.g.live_nodes(), 4u);
+}
+
+TEST(FuseAttention, TheHeadDimReasonIsNotedPerCandidate) {
+  Builder b;  // the graph of the test above, with the pass asked for its notes
+  const ValueId q = b.input("q", {1, 2, 16, 24}), k = b.input("k", {1, 2, 16, 24}), v = b.input("v", {1, 2, 16, 24});
+  const ValueId kt = b.op("Transpose", {k}, {1, 2, 24, 16}, {{"perm", Attribute::of_ints({0, 1, 3, 2})}});
+  const ValueId p =
+      b.op("Softmax", {b.op("MatMul", {q, kt}, {1, 2, 16, 16})}, {1, 2, 16, 16}, {{"axis", Attribute::of_int(-1)}});
+  b.g.outputs = {b.op("MatMul", {p, v}, {1, 2, 16, 24})};
+  std::vector<passes::FusionNote> notes;
+  EXPECT_EQ(passes::fuse_attention(b.g, &notes), 0);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_EQ(notes[0].node, b.g.node(b.g.value(b.g.outputs[0]).producer).name);
+  EXPECT_TRUE(notes[0].fused_into.empty());
+  EXPECT_EQ(notes[0].reason, "Q has head dim D=24 (the kernel takes multiples of 16 up to 256)");
+}
+
+TEST(FuseAttention, ProbabilitiesReturnedAsWeightsKeepTheGraphAndSayWhy) {
+  Builder b;
+  const ValueId q = b.input("q", {1, 2, 16, 32}), k = b.input("k", {1, 2, 16, 32}), v = b.input("v", {1, 2, 16, 32});
+  const ValueId kt = b.op("Transpose", {k}, {1, 2, 32, 16}, {{"perm", Attribute::of_ints({0, 1, 3, 2})}});
+  const ValueId p =
+      b.op("Softmax", {b.op("MatMul", {q, kt}, {1, 2, 16, 16})}, {1, 2, 16, 16}, {{"axis", Attribute::of_int(-1)}});
+  b.g.outputs = {b.op("MatMul", {p, v}, {1, 2, 16, 32}), p};
+  std::vector<passes::FusionNote> notes;
+  EXPECT_EQ(passes::fuse_attention(b.g, &notes), 0);
+  ASSERT_EQ(notes.size(), 1u);
+  EXPECT_NE(notes[0].reason.find("are used elsewhere too"), std::string::npos) << notes[0].reason;
+}
+
+// An additive constant that is 0 on and below the diagonal and -inf (or <= -1e4) above it is the kernel's causal
+// flag (block skipping), not an S x S table; one entry off the pattern keeps it a table.
+TEST(FuseAttention, AConstantAdditiveCausalMaskBecomesTheCausalFlag) {
+  for (const bool exact : {true, false}) {
+    Builder b;
+    const ValueId q = b.input("q", {1, 2, 16, 32}), k = b.input("k", {1, 2, 16, 32}), v = b.input("v", {1, 2, 16, 32});
+    const ValueId kt = b.op("Transpose", {k}, {1, 2, 32, 16}, {{"perm", Attribute::of_ints({0, 1, 3, 2})}});
+    std::vector<float> mask(256);
+    for (std::size_t i = 0; i < 16; ++i)
+      for (std::size_t j = 0; j < 16; ++j) mask[i * 16 + j] = j <= i ? 0.0f : (j == i + 1 ? -1e9f : -INFINITY);
+    if (!exact) mask[5 * 16 + 5] = -1.0f;  // a diagonal entry the causal kernel would not add
+    const ValueId s = b.op("Add", {b.op("MatMul", {q, kt}, {1, 2, 16, 16}), b.floats(mask, {16, 16})}, {1, 2, 16, 16});
+    const ValueId p = b.op("Softmax", {s}, {1, 2, 16, 16}, {{"axis", Attribute::of_int(-1)}});
+    b.g.outputs = {b.op("MatMul", {p, v}, {1, 2, 16, 32})};
+    std::vector<passes::FusionNote> notes;
+    ASSERT_EQ(passes::fuse_attention(b.g, &notes), 1);
+    b.g.compact();
+    const Node& fa = b.g.node(0);
+    EXPECT_EQ(fa.attr_int("causal", -1), exact ? 1 : 0);
+    EXPECT_EQ(fa.inputs.size(), exact ? 3u : 4u);  // no mask input when it is the flag
+    ASSERT_EQ(notes.size(), 1u);
+    EXPECT_EQ(notes[0].fused_into, fa.name);
+    EXPECT_EQ(notes[0].causal, exact);
+  }
+}
+
+// BART/OPT-style attention: heads folded into the batch ([B*H, S, D]) after a transpose, so the batch dim is
+// (B, S*H*D) x (H, D) in each input's buffer. The operands are read as [B, H, S, D] and the mask per [B*H] batch is one
+// per batch and head.
+TEST(FuseAttention, BatchedMatmulsOnHeadsFoldedIntoTheBatchAreSplitBack) {
+  Builder b;
+  auto heads = [&](const char* name) {  // [B, S, H, D] -> [B, H, S, D] -> [B*H, S, D]
+    const ValueId t = b.op("Transpose", {b.input(name, {2, 16, 4, 32})}, {2, 4, 16, 32},
+                           {{"perm", Attribute::of_ints({0, 2, 1, 3})}});
+    return b.op("Reshape", {t, b.ints({8, 16, 32})}, {8, 16, 32});
+  };
+  const ValueId q = heads("q"), k = heads("k"), v = heads("v");
+  const ValueId kt = b.op("Transpose", {k}, {8, 32, 16}, {{"perm", Attribute::of_ints({0, 2, 1})}});
+  const ValueId s = b.op("Add", {b.op("MatMul", {q, kt}, {8, 16, 16}), b.input("mask", {8, 16, 16})}, {8, 16, 16});
+  const ValueId p = b.op("Softmax", {s}, {8, 16, 16}, {{"axis", Attribute::of_int(-1)}});
+  const ValueId o = b.op("MatMul", {p, v}, {8, 16, 32});
+  b.g.outputs = {b.op("Reshape", {o, b.ints({2, 4, 16, 32})}, {2, 4, 16, 32})};
+  ASSERT_EQ(passes::fuse_attention(b.g), 1);
+  b.g.compact();
+  const Node* fa = nullptr;
+  for (NodeId id : b.g.topo_order())
+    if (b.g.node(id).op_type == "FlashAttention") fa = &b.g.node(id);
+  ASSERT_NE(fa, nullptr);
+  EXPECT_EQ(fa->attr("shape")->ints, (Shape{2, 4, 4, 16, 16, 32}));  // B, N, KVN, S, SK, D
+  EXPECT_EQ(fa->attr("mask_shape")->ints, (Shape{2, 4, 16}));
+  // Q is read from its [B, S, H, D] input: batch stride S*H*D, head stride D, row stride H*D.
+  EXPECT_EQ(fa->attr("q_layout")->ints, (Shape{16 * 128, 32, 128, 0}));
+  EXPECT_EQ(fa->attr("o_layout")->ints, (Shape{4 * 16 * 32, 16 * 32, 32, 0}));
 }
 
 // --- RoPE, norms, GELU, Softmax, Add+LayerNorm, elementwise chains --------------------------------------------------
