@@ -335,9 +335,14 @@ void add_elementwise(std::vector<OpInfo>& table) {
                               "`exp(y log(abs(x)))` with the sign and the special cases of C's pow (rounded for "
                               "integers)"));
   // Host only: the exporters' shape arithmetic (TorchScript's head split) computes indices with Mod.
+  // uint64 values past 2^63 are held as negative int64s here: not folded. Floats need fmod = 1 (ONNX): with 0 the
+  // node is left, and refused as not run on the device.
   table.push_back(OpInfo::onnx("Mod", 2, 2).reads({"fmod"}).folds([](const FoldArgs& a) {
-    return a.node.attr_int("fmod", 0) != 0 ? binary_fold(c_fmod, int_fmod, false)(a)
-                                           : binary_fold(floor_mod, int_mod, false)(a);
+    const HostArray &x = a.need(0), &y = a.need(1);
+    if (x.type == ElemType::kUint64 || y.type == ElemType::kUint64) throw NoFold{};
+    const bool fmod = a.node.attr_int("fmod", 0) != 0;
+    if (!fmod && !(x.is_int() && y.is_int())) throw NoFold{};
+    return fmod ? binary_fold(c_fmod, int_fmod, false)(a) : binary_fold(floor_mod, int_mod, false)(a);
   }));
   table.push_back(OpInfo::onnx("Trilu", 1, 2)
                       .reads({"upper"})

@@ -168,19 +168,39 @@ ValueId nan_guard(const Graph& g, ValueId v, std::vector<NodeId>* nodes) {
   return p;
 }
 
+// The Softmax whose probabilities reach `v` directly, through a Where (PyTorch's NaN guard) or a Cast, or -1: the
+// attention candidates are the MatMuls whose first operand has one.
+NodeId softmax_behind(const Graph& g, ValueId v) {
+  for (const char* step : {"Where", "Cast"}) {
+    if (const NodeId n = producer(g, v, step); n >= 0) {
+      const Node& node = g.node(n);
+      v = node.inputs[node.op_type == "Where" ? 2 : 0];
+    }
+  }
+  return producer(g, v, "Softmax");
+}
+
 // Softmax over the last axis feeding MatMul `out_mm` as its only use (through PyTorch's NaN guard or not). The
 // returned text says why not; "" when it matched. Below, the same: "" is a match.
 std::string match_softmax(const Graph& g, NodeId out_mm, Candidate& c) {
   const Node& mm2 = g.node(out_mm);
+  const std::string weights_used =
+      "' are used elsewhere too (returned as attention weights, or read by another node): FlashAttention never "
+      "writes them";
+  if (const NodeId cast = producer(g, mm2.inputs[0], "Cast"); cast >= 0)
+    return "the Cast '" + g.node(cast).name +
+           "' between the Softmax and the P V MatMul (a softmax in another precision) is not absorbed";
   std::vector<NodeId> guard;
   ValueId p = nan_guard(g, mm2.inputs[0], &guard);
-  if (p == kNoValue) p = mm2.inputs[0];
+  if (p == kNoValue) {
+    if (const NodeId wh = producer(g, mm2.inputs[0], "Where"); wh >= 0)
+      return "the Where '" + g.node(wh).name + "' on the probabilities is not PyTorch's NaN guard alone (its values" +
+             weights_used + ")";
+    p = mm2.inputs[0];
+  }
   const NodeId sm = producer(g, p, "Softmax");
-  if (sm < 0) return "not attention: its first operand is not a Softmax";
-  if (guard.empty() && !single_use(g, p))
-    return "the probabilities '" + g.value(p).name +
-           "' are used elsewhere too (returned as attention weights, or read by another node): FlashAttention never "
-           "writes them";
+  if (sm < 0) return "the probabilities reach the P V MatMul through nodes other than PyTorch's NaN guard";
+  if (guard.empty() && !single_use(g, p)) return "the probabilities '" + g.value(p).name + weights_used;
   const Node& softmax = g.node(sm);
   c.x = softmax.inputs[0];
   const auto xs = static_shape(g.value(c.x));
@@ -244,7 +264,12 @@ std::string match_where_mask(const Graph& g, NodeId wh, Candidate& c) {
 std::string match_mask(const Graph& g, Candidate& c) {
   if (const NodeId add = producer(g, c.x, "Add"); add >= 0 && single_use(g, c.x)) {
     const Node& a = g.node(add);
-    const bool mask_first = g.value(a.inputs[0]).constant.has_value() && !g.value(a.inputs[1]).constant.has_value();
+    // The mask is the constant side, else the side that is not the scores' MatMul or scale.
+    auto scores_like = [&](ValueId v) {
+      return producer(g, v, "MatMul") >= 0 || producer(g, v, "Div") >= 0 || producer(g, v, "Mul") >= 0;
+    };
+    const bool const0 = g.value(a.inputs[0]).constant.has_value(), const1 = g.value(a.inputs[1]).constant.has_value();
+    const bool mask_first = const0 != const1 ? const0 : scores_like(a.inputs[1]) && !scores_like(a.inputs[0]);
     const ValueId m = a.inputs[mask_first ? 0 : 1];
     const Value& mv = g.value(m);
     c.x = a.inputs[mask_first ? 1 : 0];
@@ -296,9 +321,17 @@ std::string match_scores(const Graph& g, Candidate& c) {
   const NodeId mm1 = producer(g, c.x, "MatMul");
   if (mm1 < 0) {
     const NodeId p = x.producer;
+    if (p < 0) return "the scores '" + x.name + "' come from outside the graph, not from a MatMul";
+    const Node& n = g.node(p);
+    const bool stage = n.op_type == "Add" || n.op_type == "Where" || n.op_type == "Div" || n.op_type == "Mul";
+    if (stage && !single_use(g, c.x))
+      return "'" + x.name + "' (from " + n.op_type + " '" + n.name +
+             "', on the way to the scores MatMul) is used elsewhere too: the chain cannot become one kernel";
+    if (n.op_type == "Div" || n.op_type == "Mul")
+      return "the scores are scaled by " + n.op_type + " '" + n.name + "' with a value that is not one constant";
     return "the scores '" + x.name +
-           "' do not come from a MatMul (through an optional mask and scalar scale) but from " +
-           (p >= 0 ? g.node(p).op_type + " '" + g.node(p).name + "'" : std::string("outside the graph"));
+           "' do not come from a MatMul (through an optional mask and scalar scale) but from " + n.op_type + " '" +
+           n.name + "'";
   }
   if (!single_use(g, c.x)) return "the scores '" + x.name + "' are used elsewhere too";
   c.removed.push_back(mm1);
@@ -310,18 +343,27 @@ std::string match_scores(const Graph& g, Candidate& c) {
   return "";
 }
 
-// Rank-3 operands [B*N, S, D] (what nn.MultiheadAttention's batched matmuls see): when one of them shows the
-// batch dim as (B, stride) x (N, stride), every operand is read as [B, N, S, D]. Returns N (1: left as they are).
+// Rank-3 operands [B*N, S, D] (what nn.MultiheadAttention's batched matmuls see): when all four are rank 3 and one
+// shows its batch dim as (B, stride) x (N, stride), every operand is read as [B, N, S, D], with the first such N
+// that all of them split by. Returns N (1: left as they are; 0: no N splits them all).
 std::int64_t split_batch_heads(std::array<View*, 4> views) {
-  std::int64_t n = 1;
-  for (const View* v : views)
-    if (v->rank() == 3 && v->atoms(0).size() == 2) n = v->atoms(0)[1].size;
-  if (n == 1) return 1;
-  for (View* v : views) {
-    const std::int64_t bn = v->size(0);
-    if (v->rank() != 3 || bn % n != 0 || !v->reshape({bn / n, n, v->size(1), v->size(2)})) return 0;
+  std::vector<std::int64_t> ns;
+  for (const View* v : views) {
+    if (v->rank() != 3) return 1;
+    if (v->atoms(0).size() == 2) ns.push_back(v->atoms(0)[1].size);
   }
-  return n;
+  for (const std::int64_t n : ns) {
+    std::array<View, 4> split{*views[0], *views[1], *views[2], *views[3]};
+    bool ok = true;
+    for (View& v : split) {
+      const std::int64_t bn = v.size(0);
+      ok = ok && bn % n == 0 && v.reshape({bn / n, n, v.size(1), v.size(2)});
+    }
+    if (!ok) continue;
+    for (std::size_t i = 0; i < 4; ++i) *views[i] = split[i];
+    return n;
+  }
+  return ns.empty() ? 1 : 0;
 }
 
 // Q, K (through K^T's view with its last two dims swapped back), V and O as strided views of one shape and type.
@@ -411,16 +453,16 @@ int fuse_attention(Graph& g, std::vector<FusionNote>* notes) {
   for (NodeId out_mm : g.topo_order()) {
     const Node& mm2 = g.node(out_mm);
     if (!mm2.alive || !well_formed(mm2) || mm2.op_type != "MatMul" || !mm2.domain.empty()) continue;
-    if (producer(g, mm2.inputs[0], "Softmax") < 0 && producer(g, mm2.inputs[0], "Where") < 0) continue;
+    if (softmax_behind(g, mm2.inputs[0]) < 0) continue;
     Candidate c;
     Layouts l;
     std::string why = match_softmax(g, out_mm, c);
-    if (why.rfind("not attention", 0) == 0) continue;  // a Where that is no NaN guard over a Softmax
     if (why.empty()) why = match_mask(g, c);
     if (why.empty()) why = match_scores(g, c);
     if (why.empty()) why = match_layouts(g, mm2, c, &l);
-    FusionNote note{"fuse_attention", mm2.name, "", why, c.causal};
+    FusionNote note{"fuse_attention", mm2.name, "", why, false};
     if (why.empty()) {
+      note.causal = c.causal;
       note.fused_into = rewrite(g, c, l);
       remove_dead_nodes(g);
       ++fused;

@@ -227,15 +227,24 @@ std::optional<View> view_of(const Graph& g, ValueId v, ValueId* base, std::vecto
     cur = n.inputs.at(0);
   }
   *base = cur;
-  const auto base_shape = static_shape(g.value(cur));
-  if (!base_shape) return std::nullopt;
-  View view = View::contiguous(*base_shape);
+  std::optional<View> view;
+  if (const auto base_shape = static_shape(g.value(cur))) view = View::contiguous(*base_shape);
+  std::vector<NodeId> walked;
   for (auto it = chain.rbegin(); it != chain.rend(); ++it) {
     const Node& n = g.node(it->first);
-    const auto in = static_shape(g.value(n.inputs[0])), out = static_shape(g.value(n.outputs[it->second]));
-    if (!in || !out || !apply(g, n, it->second, *in, *out, &view)) return std::nullopt;
-    nodes->push_back(it->first);
+    const ValueId out_v = n.outputs[it->second];
+    const auto in = static_shape(g.value(n.inputs[0])), out = static_shape(g.value(out_v));
+    if (view && in && out && apply(g, n, it->second, *in, *out, &*view)) {
+      walked.push_back(it->first);
+      continue;
+    }
+    // Not a strided view of what came before (a select on a merged dim, a negative step): this node's output is a
+    // buffer of its own, which the node stays to compute, and the walk goes on from it.
+    *base = out_v;
+    view = out ? std::optional<View>(View::contiguous(*out)) : std::nullopt;
+    walked.clear();
   }
+  if (view) nodes->insert(nodes->end(), walked.begin(), walked.end());
   return view;
 }
 

@@ -46,8 +46,9 @@ class View {
   std::int64_t offset_ = 0;
 };
 
-// The view of `v` in the buffer of the value the layout nodes producing it start from (`base`, itself when none).
-// The nodes walked are appended to `nodes`. Returns nullopt when a shape on the way is not static.
+// The view of `v` in the buffer of the value the layout nodes producing it start from (`base`, itself when none);
+// when one of them is not a strided view of its input, the walk starts again from its output. The nodes walked are
+// appended to `nodes`. Returns nullopt when a shape on the way is not static.
 std::optional<View> view_of(const Graph& g, ValueId v, ValueId* base, std::vector<NodeId>* nodes);
 
 // The other way: `v` flows through single-consumer, element-preserving layout nodes (Transpose, Reshape, Squeeze,

@@ -72,6 +72,11 @@ TEST(FoldConstants, ModFoldsWithTheSignOfItsFmodAttribute) {
   EXPECT_EQ(b.g.value(c).constant->as_ints(), (std::vector<std::int64_t>{1, -1, 1, -1}));
   EXPECT_EQ(b.g.value(f).constant->as_doubles(), (std::vector<double>{1.5, -1.5}));
   EXPECT_FALSE(b.g.value(zero).constant.has_value());
+  // Floats need fmod = 1 (ONNX); uint64 is not folded (values past 2^63).
+  Builder c2;
+  const ValueId ff = c2.op("Mod", {c2.floats({5.5f}, {1}), c2.floats({2.0f}, {1})}, {1});
+  c2.g.outputs = {ff};
+  EXPECT_EQ(passes::fold_constants(c2.g), 0);
 }
 
 TEST(FoldConstants, MaskArithmeticFoldsExactlyAndLargeResultsStayNodes) {
@@ -133,8 +138,8 @@ TEST(Views, SplitOfAFusedProjectionAndWhatCannotBeAView) {
 }
 
 // nn.MultiheadAttention's packed projection: [S, B, 3E] -> [S, B, 3, E] -> ... -> [3, S, B, E], then Gather(0) for
-// Q (PyTorch's select) is a view at offset 0 of the projection, Gather(-1) for V one at offset 2E; an index outside
-// the dim, or one that is not constant, is no view.
+// Q (PyTorch's select) is a view at offset 0 of the projection, Gather(-1) for V one at offset 2E; with an index
+// outside the dim, or one that is not constant, the Gather's output is the base.
 TEST(Views, AGatherOfOneConstantIndexIsASelect) {
   Builder b;
   const ValueId proj = b.input("proj", {16, 2, 3 * 64});
@@ -158,7 +163,10 @@ TEST(Views, AGatherOfOneConstantIndexIsASelect) {
   const auto vv = passes::view_of(b.g, v, &base, &nodes);
   ASSERT_TRUE(vv.has_value());
   EXPECT_EQ(vv->offset(), 128);
-  EXPECT_FALSE(passes::view_of(b.g, bad, &base, &nodes).has_value());
+  // Out of range: no view of the projection; the Gather's output is a buffer of its own and the walk starts there.
+  const auto bv = passes::view_of(b.g, bad, &base, &nodes);
+  ASSERT_TRUE(bv.has_value());
+  EXPECT_EQ(base, bad);
   const auto dv = passes::view_of(b.g, dyn, &base, &nodes);  // the Gather itself is the base
   ASSERT_TRUE(dv.has_value());
   EXPECT_EQ(base, dyn);
@@ -348,6 +356,31 @@ TEST(FuseAttention, ProbabilitiesReturnedAsWeightsKeepTheGraphAndSayWhy) {
   EXPECT_EQ(passes::fuse_attention(b.g, &notes), 0);
   ASSERT_EQ(notes.size(), 1u);
   EXPECT_NE(notes[0].reason.find("are used elsewhere too"), std::string::npos) << notes[0].reason;
+}
+
+// HF's softmax(dtype=float32).to(dtype): the Cast between Softmax and the P V MatMul is named, not skipped silently;
+// a mask input written first in the Add (Add(mask, scores), both computed) is still the mask.
+TEST(FuseAttention, ACastAfterTheSoftmaxIsNamedAndAMaskWrittenFirstIsTheMask) {
+  for (const bool cast : {true, false}) {
+    Builder b;
+    const ValueId q = b.input("q", {1, 2, 16, 32}), k = b.input("k", {1, 2, 16, 32}), v = b.input("v", {1, 2, 16, 32});
+    const ValueId kt = b.op("Transpose", {k}, {1, 2, 32, 16}, {{"perm", Attribute::of_ints({0, 1, 3, 2})}});
+    const ValueId mask = b.op("Relu", {b.input("m", {1, 1, 16, 16})}, {1, 1, 16, 16});  // computed, not constant
+    const ValueId s = b.op("Add", {mask, b.op("MatMul", {q, kt}, {1, 2, 16, 16})}, {1, 2, 16, 16});
+    ValueId p = b.op("Softmax", {s}, {1, 2, 16, 16}, {{"axis", Attribute::of_int(-1)}});
+    if (cast) p = b.op("Cast", {p}, {1, 2, 16, 16}, {{"to", Attribute::of_int(1)}});
+    b.g.outputs = {b.op("MatMul", {p, v}, {1, 2, 16, 32})};
+    std::vector<passes::FusionNote> notes;
+    EXPECT_EQ(passes::fuse_attention(b.g, &notes), cast ? 0 : 1);
+    ASSERT_EQ(notes.size(), 1u);
+    if (cast) {
+      EXPECT_NE(notes[0].reason.find("the Cast 'Cast_"), std::string::npos) << notes[0].reason;
+      continue;
+    }
+    b.g.compact();
+    for (NodeId id : b.g.topo_order())
+      if (b.g.node(id).op_type == "FlashAttention") EXPECT_EQ(b.g.node(id).inputs[3], mask);
+  }
 }
 
 // An additive constant that is 0 on and below the diagonal and -inf (or <= -1e4) above it is the kernel's causal
