@@ -14,6 +14,7 @@
 #include "cli/npy.hpp"
 #include "common/util/error.hpp"
 #include "common/util/file.hpp"
+#include "common/util/strings.hpp"
 #include "stack/ops/op.hpp"
 
 namespace npusim::cli {
@@ -21,10 +22,6 @@ namespace npusim::cli {
 using hw::isa::DType;
 
 namespace {
-
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 
 DType parse_arg_dtype(const std::string& t, const std::string& where) {
   if (t == "fp16" || t == "float16" || t == "half") return DType::kFp16;

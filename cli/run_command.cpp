@@ -19,6 +19,7 @@
 #include "cli/tensor_data.hpp"
 #include "common/config/loader.hpp"
 #include "common/util/error.hpp"
+#include "common/util/strings.hpp"
 #include "stack/framework/onnx_import.hpp"
 #include "stack/framework/session.hpp"
 #include "stack/graph/lower.hpp"
@@ -130,6 +131,36 @@ std::vector<std::uint8_t> device_input(const graph::ProgramTensor& pt, graph::Te
                      std::string(own ? hw::isa::dtype_name(*own) : graph::elem_name(t.type)));
   }
   return graph::to_storage(t.type, t.bytes, what);
+}
+
+// The kernels in launch order: task id, kernel, device time, and the node after fusion with the imported nodes it
+// stands for. At most 40 lines; --json's graph.steps and --summary have all.
+void print_kernels(const nlohmann::json& report, std::ostream& out) {
+  constexpr std::size_t max_lines = 40, max_sources = 4;
+  std::map<std::uint64_t, double> dur;
+  for (const auto& t : report["tasks"]) dur[t["id"].get<std::uint64_t>()] = t["dur_us"].get<double>();
+  const auto& steps = report["graph"]["steps"];
+  out << "  kernels     task, kernel, device time, graph node <- the imported nodes it runs:\n";
+  std::size_t shown = 0;
+  for (const auto& st : steps) {
+    if (shown++ == max_lines) {
+      out << "    ... and " << steps.size() - max_lines << " more (--json: graph.steps; --summary)\n";
+      break;
+    }
+    const auto task = st["task"].get<std::uint64_t>();
+    out << "    " << std::setw(5) << task << "  " << std::left << std::setw(18) << st["kernel"].get<std::string>()
+        << std::right << std::setw(10) << dur[task] << " us  " << st["node"].get<std::string>();
+    const auto& nodes = st["nodes"];
+    const bool itself =
+        nodes.size() == 1 && ends_with(nodes[0].get<std::string>(), " " + st["node"].get<std::string>());
+    if (!itself) {
+      out << " <-";
+      for (std::size_t i = 0; i < nodes.size() && i < max_sources; ++i)
+        out << (i ? ", " : " ") << nodes[i].get<std::string>();
+      if (nodes.size() > max_sources) out << " (+" << nodes.size() - max_sources << " more)";
+    }
+    out << "\n";
+  }
 }
 
 // --explain-fusion: each candidate the fusion passes looked at, one line each.
@@ -263,6 +294,7 @@ int run_model_command(const RunOptions& opts) {
             << model.nodes_before() << " nodes (" << g["folded"].get<std::int64_t>() << " more folded at import) -> "
             << g["nodes_after"].get<std::size_t>() << " after fusion -> " << program.steps.size() << " kernels\n";
   for (const auto& [name, count] : model.passes_fired()) std::cout << "  pass        " << name << " fired " << count << " time(s)\n";
+  print_kernels(report, std::cout);
   std::cout << "  execute     " << g["execute_cycles"].get<std::uint64_t>() << " cycles, " << g["execute_us"].get<double>()
             << " us on " << g["streams"].get<std::uint32_t>() << " stream(s) (inputs in, kernels, outputs out)\n";
   std::cout << "  device      " << report["cycles"].get<std::uint64_t>() << " cycles, " << report["time_us"].get<double>()

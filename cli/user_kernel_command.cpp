@@ -23,6 +23,7 @@
 #include "common/config/loader.hpp"
 #include "common/util/error.hpp"
 #include "common/util/file.hpp"
+#include "common/util/strings.hpp"
 #include "stack/ops/op.hpp"
 #include "stack/runtime/kernel_library.hpp"
 #include "stack/runtime/report.hpp"
@@ -35,9 +36,6 @@ using hw::isa::DType;
 
 namespace {
 
-bool ends_with(const std::string& s, const std::string& suffix) {
-  return s.size() >= suffix.size() && s.compare(s.size() - suffix.size(), suffix.size(), suffix) == 0;
-}
 bool is_source(const std::string& p) {
   for (const char* e : {".cpp", ".cc", ".cxx", ".C", ".c++"})
     if (ends_with(p, e)) return true;

@@ -106,10 +106,18 @@ Execution Executor::enqueue(runtime::Device& d, const std::vector<std::vector<st
       for (int o : st.outputs) buf.push_back(addr[static_cast<std::size_t>(o)]);
       if (plan.workspace_bytes) buf.push_back(arena + memory_.workspace_offset[k]);
       const std::string kernel = st.kernel.empty() ? ops::kernel_name(st.op) : st.kernel;
+      const std::uint32_t task = d.submitted();  // the id the launch gets
       d.launch(kernel, plan.type, plan.block_dim, plan.kernel(buf), s);
+      d.annotate(task, st.sources);
       if (streams_.event_of[k] >= 0) d.record(events[static_cast<std::size_t>(streams_.event_of[k])], s);
-      ex.steps.push_back({{"node", st.node}, {"op", st.op}, {"kernel", kernel}, {"block_dim", plan.block_dim},
-                          {"stream", streams_.stream[k]}, {"tiling", plan.tiling}});
+      ex.steps.push_back({{"node", st.node},
+                          {"nodes", st.sources},
+                          {"task", task},
+                          {"op", st.op},
+                          {"kernel", kernel},
+                          {"block_dim", plan.block_dim},
+                          {"stream", streams_.stream[k]},
+                          {"tiling", plan.tiling}});
     }
     for (std::size_t k = 1; k < streams.size(); ++k) {  // stream 0 copies the outputs once every stream is done
       const runtime::Event done = d.create_event();

@@ -234,9 +234,16 @@ ValueId Graph::add_constant(std::string name, Tensor t) {
   return id;
 }
 
+std::vector<std::string> Node::sources() const {
+  if (!origin.empty()) return origin;
+  return {(domain.empty() ? "" : domain + ".") + op_type + " " + name};
+}
+
 NodeId Graph::add_node(Node n) {
   const auto id = static_cast<NodeId>(nodes_.size());
   if (n.name.empty()) n.name = n.op_type + "_" + std::to_string(id);
+  if (n.origin.empty()) n.origin = std::move(removed_);
+  removed_.clear();
   for (ValueId in : n.inputs) {
     if (in == kNoValue) continue;
     value(in).consumers.push_back(id);
@@ -265,6 +272,7 @@ void Graph::remove_node(NodeId id) {
   for (ValueId out : n.outputs)
     if (value(out).producer == id) value(out).producer = -1;
   n.alive = false;
+  for (std::string& s : n.sources()) removed_.push_back(std::move(s));
 }
 
 void Graph::replace_uses(ValueId from, ValueId to) {

@@ -128,6 +128,11 @@ struct Node {
   std::map<std::string, Attribute> attrs;
   std::vector<ValueId> inputs, outputs;
   bool alive = true;
+  // The imported nodes a node made by a pass stands for ("OpType name" each, in the order the pass removed them);
+  // empty for a node as imported. Graph::add_node fills it from the nodes removed since the last add.
+  std::vector<std::string> origin;
+  // origin, or the node itself ("OpType name") when it has none.
+  std::vector<std::string> sources() const;
   const Attribute* attr(const std::string& key) const;
   std::int64_t attr_int(const std::string& key, std::int64_t def) const;
   float attr_float(const std::string& key, float def) const;
@@ -143,8 +148,12 @@ class Graph {
   ValueId add_constant(std::string name, Tensor t);
   // Adds a node and links it as the producer of its outputs and a consumer of its inputs.
   NodeId add_node(Node n);
+  // Adds a node; one without an origin takes the sources of the nodes removed since the last add_node (a fusion
+  // pass removes what it fuses, then adds the fused node).
   // Unlinks a node from its values and marks it dead; its outputs lose their producer.
   void remove_node(NodeId id);
+  // Forgets the nodes removed since the last add_node: for removals that fuse nothing (folding, dead code).
+  void forget_removed() { removed_.clear(); }
   // Every use of `from` (node inputs and graph outputs) becomes a use of `to`.
   void replace_uses(ValueId from, ValueId to);
   // Drops dead nodes (ids of live nodes are renumbered; values keep theirs).
@@ -173,6 +182,7 @@ class Graph {
  private:
   std::vector<Value> values_;
   std::vector<Node> nodes_;
+  std::vector<std::string> removed_;  // sources of the nodes removed since the last add_node
   std::map<std::string, ValueId> by_name_;
 };
 

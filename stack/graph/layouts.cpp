@@ -117,8 +117,14 @@ class Propagation {
     if (auto* f = std::get_if<ops::FusedElementwiseCall>(&on.call)) f->shape = desc(y5).shape;
     p_.steps.push_back(std::move(on));
     if (desc(out).dtype == t)
-      p_.steps.push_back(Step{
-          st.node, "trans_data", ops::TransDataCall{false, static_cast<std::uint32_t>(shape[1])}, {y5}, {out}, {}, {}});
+      p_.steps.push_back(Step{st.node,
+                              "trans_data",
+                              ops::TransDataCall{false, static_cast<std::uint32_t>(shape[1])},
+                              {y5},
+                              {out},
+                              {},
+                              {},
+                              st.sources});
     else
       p_.steps.push_back(st);
     hd_[out] = y5;

@@ -33,6 +33,7 @@ struct Step {
   std::vector<int> inputs, outputs;  // program tensors
   std::vector<ops::Shape> shapes;    // when set: the shapes the op sees its inputs as (same bytes, e.g. M x K)
   std::string kernel;                // the kernel's name in tasks and traces (empty: the op's CamelCase name)
+  std::vector<std::string> sources;  // the imported graph nodes it runs ("OpType name", Node::sources)
 };
 
 struct Program {

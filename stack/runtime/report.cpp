@@ -197,8 +197,10 @@ nlohmann::json runtime_report(const Device& dev, const ReportWindow& window) {
     const PipeUse u = pipe_use(t);
     nlohmann::json pipes = nlohmann::json::object();
     for (Pipe p : kReportPipes) pipes[std::string(hw::isa::pipe_metric_name(p))] = u.fraction[static_cast<int>(p)];
-    tasks.push_back({{"name", t.name},
+    tasks.push_back({{"id", t.task_id},
+                     {"name", t.name},
                      {"op", t.name},
+                     {"nodes", dev.task_nodes(t.task_id)},
                      {"type", task_type_name(t.type)},
                      {"stream", t.stream},
                      {"block_dim", t.block_dim},

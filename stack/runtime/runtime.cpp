@@ -268,4 +268,14 @@ void Device::end() {
   check_finished();
 }
 
+void Device::annotate(std::uint32_t task, std::vector<std::string> nodes) {
+  if (task >= task_nodes_.size()) task_nodes_.resize(task + 1);
+  task_nodes_[task] = std::move(nodes);
+}
+
+const std::vector<std::string>& Device::task_nodes(std::uint32_t task) const {
+  static const std::vector<std::string> none;
+  return task < task_nodes_.size() ? task_nodes_[task] : none;
+}
+
 }  // namespace npusim::stack::runtime

@@ -91,6 +91,10 @@ class Device {
   // When the host submitted task `id` (ns).
   double submitted_ns(std::uint32_t id) const { return id < submit_ns_.size() ? submit_ns_[id] : 0.0; }
   std::uint32_t submitted() const { return next_task_; }
+  // What a task was submitted for, in the reports, op summary and trace: the graph nodes ("OpType name") a kernel
+  // the graph executor launched runs. Empty for a task nobody annotated.
+  void annotate(std::uint32_t task, std::vector<std::string> nodes);
+  const std::vector<std::string>& task_nodes(std::uint32_t task) const;
   // Called each time the host learns of completed tasks (tasks done, tasks submitted, device time in ns), e.g.
   // for a progress display; not called when unset.
   void on_progress(std::function<void(std::uint32_t, std::uint32_t, double)> f) { progress_ = std::move(f); }
@@ -99,6 +103,7 @@ class Device {
   void submit(fw::ts::TaskDescriptor d, Stream s, double host_cost_ns, const std::string& api);
   std::vector<ApiCall> api_;
   std::vector<double> submit_ns_;
+  std::vector<std::vector<std::string>> task_nodes_;  // by task id (annotate)
   void host_spends(double ns);
   std::vector<std::uint32_t> stream_last_task_;
   std::vector<bool> stream_destroyed_;

@@ -35,6 +35,13 @@ void write_memory_counters(traces::ChromeTraceWriter& w, const hw::mem::MemorySy
 
 namespace {
 
+// A task's graph nodes in one field: "MatMul /q_proj; Add /q_proj_bias".
+std::string joined(const std::vector<std::string>& nodes) {
+  std::string out;
+  for (const std::string& n : nodes) out += (out.empty() ? "" : "; ") + n;
+  return out;
+}
+
 struct BlockTrack {
   int pid = 0, tid = 0;
 };
@@ -115,10 +122,12 @@ void write_runtime_trace(traces::ChromeTraceWriter& w, const Device& dev,
   for (const auto* t : tasks) {
     const double submitted = dev.submitted_ns(t->task_id);
     const double dur = std::max(0.0, t->end_ns - t->fetched_ns);
-    w.slice(rt, stream_track[t->stream], t->name, t->fetched_ns, dur, task_type_name(t->type),
-            {traces::arg("task", static_cast<double>(t->task_id)),
-             traces::arg("queued_us", (t->fetched_ns - submitted) / 1e3),
-             traces::arg("block_dim", static_cast<double>(t->block_dim))});
+    traces::Args args{traces::arg("task", static_cast<double>(t->task_id)),
+                      traces::arg("queued_us", (t->fetched_ns - submitted) / 1e3),
+                      traces::arg("block_dim", static_cast<double>(t->block_dim))};
+    if (const auto& nodes = dev.task_nodes(t->task_id); !nodes.empty())
+      args.push_back(traces::arg("nodes", joined(nodes)));
+    w.slice(rt, stream_track[t->stream], t->name, t->fetched_ns, dur, task_type_name(t->type), args);
     // A flow from the launch call to the kernel's first block (to the task itself when no block is traced).
     if (t->type != fw::ts::TaskType::kKernel || t->runs.empty() || !by_task.count(t->task_id)) continue;
     const ApiCall* call = by_task[t->task_id];
@@ -151,6 +160,8 @@ void write_op_summary(const std::string& path, const Device& dev) {
                     "busy cycles of the pipe over the kernel's core span times its cores"});
     cols.push_back({std::string(hw::isa::pipe_metric_name(p)) + "_cycles", "cycles", "busy cycles of the pipe, summed over cores"});
   }
+  cols.push_back(
+      {"nodes", "", "the graph nodes the kernel runs (\"OpType name\", separated by \"; \"); empty outside a graph"});
   traces::CsvWriter csv(path, cols);
   for (const auto& t : dev.tasks()) {
     const PipeUse u = pipe_use(t);
@@ -167,6 +178,7 @@ void write_op_summary(const std::string& path, const Device& dev) {
       row.push_back(traces::csv_number(u.fraction[static_cast<int>(kReportPipes[p])]));
       row.push_back(traces::csv_number(static_cast<double>(u.cycles[static_cast<int>(kReportPipes[p])])));
     }
+    row.push_back(joined(dev.task_nodes(t.task_id)));
     csv.row(row);
   }
   csv.close();

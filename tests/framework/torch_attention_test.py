@@ -193,3 +193,40 @@ def test_attention_that_cannot_fuse_says_why(tmp_path):
         # Text output (no --json): the same line on stdout, before the run's summary.
         p = subprocess.run([NPUSIM, "run", str(path), "--explain-fusion"], capture_output=True, text=True)
         assert p.returncode == 0 and p.stdout.startswith("fuse_attention: node_bmm_1: not fused: "), p.stdout
+
+
+def test_tasks_name_the_graph_nodes_they_run(tmp_path):
+    # Issue 24 item 3: each kernel task names the imported nodes it runs (in --json, the op summary and the trace),
+    # graph.steps[] carries its task id, and the text output lists the kernels with their nodes.
+    torch.manual_seed(0)
+    path = tmp_path / "m.onnx"
+    export(Mha(), torch.randn(B, S, E), path)
+    summary, trace = tmp_path / "s.csv", tmp_path / "t.json"
+    report, _ = run(path, tmp_path, "--summary", str(summary), "--trace", str(trace), "--trace-level", "task",
+                    functional=False)
+    tasks = {t["id"]: t for t in report["tasks"]}
+    steps = report["graph"]["steps"]
+    assert len({s["task"] for s in steps}) == len(steps)
+    for s in steps:
+        t = tasks[s["task"]]
+        assert t["type"] == "kernel" and t["name"] == s["kernel"] and t["nodes"] == s["nodes"], (s, t)
+        assert s["nodes"] and all(" " in n for n in s["nodes"])  # "OpType name"
+    (fa,) = fa_steps(report)
+    # The fused kernel stands for the chain it replaced and the layout nodes it reads through.
+    for node in ("MatMul node_bmm", "Softmax node_softmax", "MatMul node_bmm_1", "Mul node_mul", "Gather node_select"):
+        assert node in fa["nodes"], fa["nodes"]
+    copies = [t for t in report["tasks"] if t["type"] == "memcpy"]
+    assert copies and all(t["nodes"] == [] for t in copies)
+    # The op summary's nodes column and the trace's task slices.
+    import csv
+    rows = list(csv.DictReader(line for line in open(summary) if not line.startswith("#")))
+    by_id = {int(r["task_id"]): r for r in rows}
+    assert by_id[fa["task"]]["nodes"] == "; ".join(fa["nodes"])
+    events = json.load(open(trace))["traceEvents"]
+    slices = [e for e in events if e.get("ph") == "X" and e.get("args", {}).get("task") == fa["task"]]
+    assert slices and slices[0]["args"]["nodes"] == "; ".join(fa["nodes"])
+    # Text output: one line per kernel with its task id, and the nodes before fusion after the arrow.
+    p = subprocess.run([NPUSIM, "run", str(path)], capture_output=True, text=True)
+    assert p.returncode == 0, p.stderr
+    line = [ln for ln in p.stdout.splitlines() if ln.split()[:2] == [str(fa["task"]), "FlashAttention"]]
+    assert line and "<- MatMul node_bmm_1, Softmax node_softmax" in line[0], p.stdout

@@ -109,7 +109,7 @@ int Lowerer::reshaped(int x, const ops::Shape& shape, const std::string& name) {
 }
 
 void Lowerer::step(const Node& n, const std::string& op, ops::Call call, std::vector<int> in, std::vector<int> out) {
-  p_.steps.push_back(Step{n.name, op, std::move(call), std::move(in), std::move(out), {}, {}});
+  p_.steps.push_back(Step{n.name, op, std::move(call), std::move(in), std::move(out), {}, {}, n.sources()});
 }
 
 void Lowerer::view(const Node& n, ValueId out, int base) {

@@ -84,6 +84,7 @@ int fold_constants(Graph& g) {
     }
     ++folded;
   }
+  g.forget_removed();  // folded nodes are constants now, not part of what a later node fuses
   return folded;
 }
 
@@ -103,6 +104,7 @@ int remove_dead_nodes(Graph& g) {
       again = true;
     }
   }
+  g.forget_removed();
   return removed;
 }
 
@@ -123,6 +125,7 @@ int remove_identities(Graph& g) {
     g.replace_uses(out, in);
     ++removed;
   }
+  g.forget_removed();
   return removed;
 }
 

@@ -150,6 +150,7 @@ struct Layouts {
   HeadLayout q, k, v, o;
   std::vector<NodeId> out_nodes;  // O's layout nodes (removed: O is written through o_layout)
   std::int64_t split = 1;         // rank-3 operands read as [B, N, S, D] with this N (split_batch_heads)
+  std::vector<NodeId> in_nodes;   // Q, K and V's layout nodes (those nothing else uses go with the chain)
 };
 
 // PyTorch's safe softmax guard on P: Where(IsNaN(P), 0, P), which makes a row the mask hides whole 0 instead of
@@ -368,10 +369,9 @@ std::int64_t split_batch_heads(std::array<View*, 4> views) {
 
 // Q, K (through K^T's view with its last two dims swapped back), V and O as strided views of one shape and type.
 std::string match_layouts(const Graph& g, const Node& mm2, const Candidate& c, Layouts* l) {
-  std::vector<NodeId> in_nodes;
-  auto qv = view_of(g, c.q_in, &l->qb, &in_nodes);
-  auto ktv = view_of(g, c.kt_in, &l->kb, &in_nodes);
-  auto vv = view_of(g, mm2.inputs[1], &l->vb, &in_nodes);
+  auto qv = view_of(g, c.q_in, &l->qb, &l->in_nodes);
+  auto ktv = view_of(g, c.kt_in, &l->kb, &l->in_nodes);
+  auto vv = view_of(g, mm2.inputs[1], &l->vb, &l->in_nodes);
   auto ov = view_into(g, mm2.outputs[0], &l->ob, &l->out_nodes);
   const std::pair<const char*, ValueId> named[] = {
       {"Q", c.q_in}, {"K^T", c.kt_in}, {"V", mm2.inputs[1]}, {"O", mm2.outputs[0]}};
@@ -417,8 +417,8 @@ std::string match_layouts(const Graph& g, const Node& mm2, const Candidate& c, L
 
 // The scores chain and O's layout nodes go (O's final tensor is written through o_layout); the fused node reads the
 // buffers Q, K and V are views of, and input-side layout nodes nothing else uses go too.
-// Returns the fused node's name.
-std::string rewrite(Graph& g, Candidate& c, const Layouts& l) {
+// Returns the fused node.
+NodeId rewrite(Graph& g, Candidate& c, const Layouts& l) {
   std::string name = "FlashAttention_" + g.node(c.scores_mm).name;
   if (c.where_mask) c.mask = g.add_constant(name + "/mask", std::move(*c.where_mask));
   if (l.split > 1 && c.mask_dims && c.scores.size() == 3 && (*c.mask_dims)[0] != 1)
@@ -442,8 +442,7 @@ std::string rewrite(Graph& g, Candidate& c, const Layouts& l) {
   fa.attrs["k_layout"] = Attribute::of_ints({l.k.bs, l.k.ns, l.k.ss, l.k.off});
   fa.attrs["v_layout"] = Attribute::of_ints({l.v.bs, l.v.ns, l.v.ss, l.v.off});
   fa.attrs["o_layout"] = Attribute::of_ints({l.o.bs, l.o.ns, l.o.ss, l.o.off});
-  g.add_node(std::move(fa));
-  return name;
+  return g.add_node(std::move(fa));
 }
 
 }  // namespace
@@ -463,8 +462,15 @@ int fuse_attention(Graph& g, std::vector<FusionNote>* notes) {
     FusionNote note{"fuse_attention", mm2.name, "", why, false};
     if (why.empty()) {
       note.causal = c.causal;
-      note.fused_into = rewrite(g, c, l);
+      const NodeId fa = rewrite(g, c, l);
       remove_dead_nodes(g);
+      // Q, K and V's layout nodes that went with it are part of what it stands for.
+      std::vector<NodeId> went;
+      for (NodeId r : l.in_nodes)
+        if (!g.node(r).alive && std::find(went.begin(), went.end(), r) == went.end()) went.push_back(r);
+      for (NodeId r : went)
+        for (std::string& s : g.node(r).sources()) g.node(fa).origin.push_back(std::move(s));
+      note.fused_into = g.node(fa).name;
       ++fused;
     }
     if (notes) notes->push_back(std::move(note));

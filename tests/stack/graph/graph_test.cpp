@@ -37,6 +37,29 @@ struct Small {
   }
 };
 
+// A pass removes what it fuses, then adds the fused node: the fused node stands for the removed nodes, through
+// earlier fusions too; removals that fuse nothing (folding, dead code) are forgotten.
+TEST(GraphIr, AFusedNodeStandsForTheNodesItReplaced) {
+  Small s;
+  EXPECT_EQ(s.g.node(s.mm).sources(), std::vector<std::string>{"MatMul mm"});
+  s.g.remove_node(s.add);
+  s.g.remove_node(s.mm);
+  Node f = make("mmb", "MatMulBias", {s.x, s.w, s.b}, {s.y});
+  f.domain = "npusim";
+  const NodeId fused = s.g.add_node(f);
+  EXPECT_EQ(s.g.node(fused).origin, (std::vector<std::string>{"Add add", "MatMul mm"}));
+  s.g.remove_node(fused);
+  const NodeId again = s.g.add_node(make("again", "Relu", {s.x}, {s.y}));
+  EXPECT_EQ(s.g.node(again).sources(), (std::vector<std::string>{"Add add", "MatMul mm"}));
+  const ValueId z = s.g.add_value("z", ElemType::kFloat16);
+  const NodeId dead = s.g.add_node(make("dead", "Neg", {s.y}, {z}));
+  EXPECT_EQ(s.g.node(dead).sources(), std::vector<std::string>{"Neg dead"});  // nothing removed before it
+  s.g.remove_node(dead);
+  s.g.forget_removed();
+  const ValueId z2 = s.g.add_value("z2", ElemType::kFloat16);
+  EXPECT_EQ(s.g.node(s.g.add_node(make("later", "Abs", {s.y}, {z2}))).sources(), std::vector<std::string>{"Abs later"});
+}
+
 TEST(GraphIr, MapsOrderAndVerify) {
   Small s;
   s.g.verify();
