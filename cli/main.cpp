@@ -92,7 +92,7 @@ void add_output_options(CLI::App& cmd, bool& json, npusim::stack::runtime::Outpu
       ->type_name("START:END")
       ->needs(trace);
   cmd.add_option("--trace-limit", t.max_slices,
-                 "the most instruction slices a trace keeps; the rest are left out, with a warning")
+                 "the most instruction slices and flag events a trace keeps; the rest are left out, with a warning")
       ->type_name("N")
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 40))
       ->capture_default_str()

@@ -51,6 +51,38 @@ void PipeTrace::emit(int p) {
   q.count = 0;
 }
 
+namespace {
+std::string flag_name(isa::Pipe src, isa::Pipe dst, std::uint32_t id) {
+  return std::string(isa::pipe_name(src)) + "->" + std::string(isa::pipe_name(dst)) + " #" + std::to_string(id);
+}
+}  // namespace
+
+bool PipeTrace::admit(std::uint64_t cycle) {
+  if (!filter_) return true;
+  if (cycle < filter_->start_cycle || cycle >= filter_->end_cycle) return false;
+  if (filter_->written >= filter_->limit) {
+    ++filter_->dropped;
+    return false;
+  }
+  ++filter_->written;
+  return true;
+}
+
+void PipeTrace::on_flag_set(isa::Pipe src, isa::Pipe dst, std::uint32_t id, std::uint64_t at, std::uint64_t seq) {
+  if (!admit(at)) return;
+  w_.instant(pid(), tid(src), "set_flag", static_cast<double>(at) * ns_per_cycle_,
+             {traces::arg("flag", flag_name(src, dst, id)), traces::arg("set", static_cast<double>(seq))});
+}
+
+void PipeTrace::on_flag_wait(isa::Pipe src, isa::Pipe dst, std::uint32_t id, std::uint64_t from, std::uint64_t to,
+                             std::uint64_t seq) {
+  if (to <= from || !admit(to)) return;  // a wait that found its flag set costs nothing: not worth an event
+  w_.instant(pid(), tid(dst), "wait_flag", static_cast<double>(to) * ns_per_cycle_,
+             {traces::arg("flag", flag_name(src, dst, id)), traces::arg("set", static_cast<double>(seq)),
+              traces::arg("waited_cycles", static_cast<double>(to - from)),
+              traces::arg("waits_for", std::string(isa::pipe_name(src)))});
+}
+
 void PipeTrace::flush() {
   for (int p = 0; p < isa::kPipeCount; ++p) emit(p);
 }

@@ -30,6 +30,12 @@ class PipeTrace final : public core::TraceSink {
             SliceFilter* filter = nullptr);
   ~PipeTrace() override;
   void on_instr(isa::Pipe pipe, const isa::Instr& in, std::uint64_t start, std::uint64_t end) override;
+  // Flags as instant events: `set_flag` on the setting pipe's track when it fires; `wait_flag` on the waiting
+  // pipe's track when the wait ends, for waits that stalled (with the cycles waited). Both name the flag
+  // ("MTE2->V #0") and the set's number on the core, which pairs them.
+  void on_flag_set(isa::Pipe src, isa::Pipe dst, std::uint32_t id, std::uint64_t at, std::uint64_t seq) override;
+  void on_flag_wait(isa::Pipe src, isa::Pipe dst, std::uint32_t id, std::uint64_t from, std::uint64_t to,
+                    std::uint64_t seq) override;
   void flush();
   // Whether the core's process is registered (an instruction of it was traced).
   bool opened() const { return pid_ >= 0; }
@@ -50,6 +56,8 @@ class PipeTrace final : public core::TraceSink {
   };
   void emit(int p);
   void open();
+  // Whether an event at `cycle` passes the window and the limit (counting it when it does).
+  bool admit(std::uint64_t cycle);
   traces::ChromeTraceWriter& w_;
   double ns_per_cycle_;
   std::string name_;

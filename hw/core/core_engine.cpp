@@ -241,14 +241,15 @@ void CoreEngine::issue(isa::Instr in, std::uint64_t call_cycles) {
     Flag& f = flag(in.sync.src, in.sync.dst, in.sync.id);
     run_until([&] { return !f.sets.empty(); },
               [&] { return "it waits at " + isa::describe(in) + " (" + isa::format_loc(in.where) + ")"; });
+    const std::uint64_t reached = scalar_time_;
     scalar_time_ = std::max(scalar_time_, f.sets.front().time);
-    consume(f, in, Pipe::kS, scalar_time_);
+    consume(f, in, Pipe::kS, scalar_time_, reached);
     if (san_) san_->on_instr(Pipe::kS, in);
     return;
   }
   if (in.op == Op::kSetFlag && in.sync.src == Pipe::kS) {
     // Earlier scalar work is done by construction; the flag fires now.
-    flag(in.sync.src, in.sync.dst, in.sync.id).sets.push_back(FlagSet{scalar_time_, in.where});
+    fire(in, scalar_time_);
     if (san_) san_->on_instr(Pipe::kS, in);
     return;
   }
@@ -448,10 +449,10 @@ void CoreEngine::execute(int p, Entry e, std::uint64_t start) {
   }
   std::uint64_t end = start, done = start;
   switch (in.op) {
-    case Op::kSetFlag:
-      flag(in.sync.src, in.sync.dst, in.sync.id).sets.push_back(FlagSet{std::max(start, ps.done_max), in.where});
+    case Op::kSetFlag: fire(in, std::max(start, ps.done_max)); break;
+    case Op::kWaitFlag:
+      consume(flag(in.sync.src, in.sync.dst, in.sync.id), in, pipe, start, std::max(e.issued, ps.free_at));
       break;
-    case Op::kWaitFlag: consume(flag(in.sync.src, in.sync.dst, in.sync.id), in, pipe, start); break;
     case Op::kBarrier: break;
     case Op::kCrossSet:
       if (!host_.cross_core()) fail(in, pipe, "cross-core flags need a split chip with AIC and AIV cores in the launch");
@@ -492,9 +493,17 @@ void CoreEngine::execute(int p, Entry e, std::uint64_t start) {
   if (trace_) trace_->on_instr(pipe, in, start, done);
 }
 
-void CoreEngine::consume(Flag& f, const isa::Instr& wait, Pipe pipe, std::uint64_t when) {
+void CoreEngine::fire(const isa::Instr& set, std::uint64_t at) {
+  const std::uint64_t seq = flag_sets_++;
+  flag(set.sync.src, set.sync.dst, set.sync.id).sets.push_back(FlagSet{at, set.where, seq});
+  if (trace_) trace_->on_flag_set(set.sync.src, set.sync.dst, set.sync.id, at, seq);
+}
+
+void CoreEngine::consume(Flag& f, const isa::Instr& wait, Pipe pipe, std::uint64_t when, std::uint64_t reached) {
   const FlagSet first = f.sets.front();
   f.sets.pop_front();
+  if (trace_)
+    trace_->on_flag_wait(wait.sync.src, wait.sync.dst, wait.sync.id, std::min(reached, when), when, first.seq);
   if (!f.sets.empty() && f.sets.front().time < when) {
     fail(wait, pipe, "set_flag at " + isa::format_loc(f.sets.front().where) + " fired at cycle " +
                          std::to_string(f.sets.front().time) + " while the flag was still set (by " +

@@ -160,7 +160,7 @@ void RunOutputs::finish(const Device& dev, nlohmann::json& report) {
     write_runtime_trace(*writer_, dev, cores_, paths_.trace_options.level, filter_.dropped);
     if (filter_.dropped) {
       std::cerr << "npusim: warning: --trace " << paths_.trace << ": kept the first " << filter_.written
-                << " instruction slices (--trace-limit) and left out " << filter_.dropped
+                << " instruction slices and flag events (--trace-limit) and left out " << filter_.dropped
                 << "; choose fewer cores (--trace-cores) or a time window (--trace-window)\n";
     }
     try {

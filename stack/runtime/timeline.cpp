@@ -111,7 +111,8 @@ void write_runtime_trace(traces::ChromeTraceWriter& w, const Device& dev,
   }
   if (dropped_slices && !dev.api_calls().empty()) {
     w.instant(host, api, "trace truncated", dev.api_calls().back().end_ns,
-              {traces::arg("instruction slices left out (--trace-limit)", static_cast<double>(dropped_slices))});
+              {traces::arg("instruction slices and flag events left out (--trace-limit)",
+                           static_cast<double>(dropped_slices))});
   }
   const std::map<std::uint32_t, BlockTrack> blocks =
       level == TraceLevel::kTask ? std::map<std::uint32_t, BlockTrack>{} : write_block_tracks(w, dev, cores);

@@ -130,15 +130,19 @@ def test_time_window_keeps_the_instructions_that_overlap_it(tmp_path):
 
 
 def test_limit_keeps_the_first_slices_and_says_how_many_were_left_out(tmp_path):
+    # The limit counts instruction slices and flag events (set_flag, wait_flag instants) together.
+    def kept(t):
+        return len(t.instr()) + sum(e["ph"] == "i" and e["name"] in ("set_flag", "wait_flag") for e in t.events)
+
     run(FA, tmp_path / "full.json")
-    total = len(Trace(tmp_path / "full.json").instr())
+    total = kept(Trace(tmp_path / "full.json"))
     _, stderr = run(FA, tmp_path / "l.json", "--trace-limit", "50")
     checked(tmp_path / "l.json")
     t = Trace(tmp_path / "l.json")
-    assert len(t.instr()) == 50
+    assert kept(t) == 50
     note = [e for e in t.events if e["ph"] == "i" and e["name"] == "trace truncated"]
     assert len(note) == 1 and list(note[0]["args"].values()) == [total - 50]
-    assert f"kept the first 50 instruction slices (--trace-limit) and left out {total - 50}" in stderr
+    assert f"kept the first 50 instruction slices and flag events (--trace-limit) and left out {total - 50}" in stderr
 
 
 def test_gzip_trace_is_the_plain_trace_compressed(tmp_path):
@@ -181,3 +185,30 @@ def test_seed_flash_attention_default_trace_is_under_50_MB(tmp_path):
     assert t.cores_with(PIPES) == {"aic0", "aiv0", "aiv1"}
     assert len(t.cores_with({"blocks"})) == 72  # every core of the 910b ran blocks
     assert "ok" in out
+
+
+def test_flags_show_why_a_pipe_waits(tmp_path):
+    # Issue 24 item 4. vector_add with one buffer: V waits for MTE2's copy-in (MTE2->V) and MTE2 for V to free the
+    # buffer (V->MTE2). Each set_flag is an instant on the setting pipe's track when it fires; each wait that stalled
+    # is an instant on the waiting pipe's track when it ends, naming the flag, the pipe it waited for and the cycles.
+    trace = tmp_path / "va.json"
+    run(["kernel", "vector_add", "-p", "n=65536", "-p", "tile=8192", "-p", "buffer_num=1"], trace)
+    checked(trace)
+    t = Trace(trace)
+    instants = [e for e in t.events if e["ph"] == "i"]
+    sets = {e["args"]["set"]: e for e in instants if e["name"] == "set_flag"}
+    waits = [e for e in instants if e["name"] == "wait_flag"]
+    assert sets and waits
+    for w in waits:
+        core, track = t.on(w["pid"], w["tid"])
+        src, dst = w["args"]["flag"].split(" ")[0].split("->")
+        assert track == dst and w["args"]["waits_for"] == src and w["args"]["waited_cycles"] > 0
+        s = sets[w["args"]["set"]]  # the set it took: on the source pipe's track, fired no later than the wait ended
+        assert t.on(s["pid"], s["tid"]) == (core, src) and s["args"]["flag"] == w["args"]["flag"]
+        assert s["ts"] <= w["ts"] + 1e-9
+    flags = {w["args"]["flag"].split(" ")[0] for w in waits}
+    assert {"MTE2->V", "V->MTE2"} <= flags, flags
+    # V's first stall ends when the first copy-in's data has landed: where MTE2's first DataCopy slice ends.
+    v_wait = min((w for w in waits if w["args"]["flag"].startswith("MTE2->V")), key=lambda e: e["ts"])
+    copy = min((e for e in t.instr() if t.on(e["pid"], e["tid"])[1] == "MTE2"), key=lambda e: e["ts"])
+    assert abs(v_wait["ts"] - (copy["ts"] + copy["dur"])) < 0.01, (v_wait, copy)
