@@ -57,9 +57,9 @@ std::string flag_name(isa::Pipe src, isa::Pipe dst, std::uint32_t id) {
 }
 }  // namespace
 
-bool PipeTrace::admit(std::uint64_t cycle) {
+bool PipeTrace::admit(std::uint64_t from, std::uint64_t to) {
   if (!filter_) return true;
-  if (cycle < filter_->start_cycle || cycle >= filter_->end_cycle) return false;
+  if (to < filter_->start_cycle || from >= filter_->end_cycle) return false;
   if (filter_->written >= filter_->limit) {
     ++filter_->dropped;
     return false;
@@ -68,15 +68,17 @@ bool PipeTrace::admit(std::uint64_t cycle) {
   return true;
 }
 
-void PipeTrace::on_flag_set(isa::Pipe src, isa::Pipe dst, std::uint32_t id, std::uint64_t at, std::uint64_t seq) {
-  if (!admit(at)) return;
+std::uint64_t PipeTrace::on_flag_set(isa::Pipe src, isa::Pipe dst, std::uint32_t id, std::uint64_t at) {
+  const std::uint64_t seq = flag_sets_++;
+  if (!admit(at, at)) return seq;
   w_.instant(pid(), tid(src), "set_flag", static_cast<double>(at) * ns_per_cycle_,
              {traces::arg("flag", flag_name(src, dst, id)), traces::arg("set", static_cast<double>(seq))});
+  return seq;
 }
 
 void PipeTrace::on_flag_wait(isa::Pipe src, isa::Pipe dst, std::uint32_t id, std::uint64_t from, std::uint64_t to,
                              std::uint64_t seq) {
-  if (to <= from || !admit(to)) return;  // a wait that found its flag set costs nothing: not worth an event
+  if (to <= from || !admit(from, to)) return;  // a wait that found its flag set costs nothing: not worth an event
   w_.instant(pid(), tid(dst), "wait_flag", static_cast<double>(to) * ns_per_cycle_,
              {traces::arg("flag", flag_name(src, dst, id)), traces::arg("set", static_cast<double>(seq)),
               traces::arg("waited_cycles", static_cast<double>(to - from)),

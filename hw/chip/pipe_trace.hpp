@@ -33,7 +33,7 @@ class PipeTrace final : public core::TraceSink {
   // Flags as instant events: `set_flag` on the setting pipe's track when it fires; `wait_flag` on the waiting
   // pipe's track when the wait ends, for waits that stalled (with the cycles waited). Both name the flag
   // ("MTE2->V #0") and the set's number on the core, which pairs them.
-  void on_flag_set(isa::Pipe src, isa::Pipe dst, std::uint32_t id, std::uint64_t at, std::uint64_t seq) override;
+  std::uint64_t on_flag_set(isa::Pipe src, isa::Pipe dst, std::uint32_t id, std::uint64_t at) override;
   void on_flag_wait(isa::Pipe src, isa::Pipe dst, std::uint32_t id, std::uint64_t from, std::uint64_t to,
                     std::uint64_t seq) override;
   void flush();
@@ -56,8 +56,8 @@ class PipeTrace final : public core::TraceSink {
   };
   void emit(int p);
   void open();
-  // Whether an event at `cycle` passes the window and the limit (counting it when it does).
-  bool admit(std::uint64_t cycle);
+  // Whether an event over [from, to] passes the window and the limit (counting it when it does).
+  bool admit(std::uint64_t from, std::uint64_t to);
   traces::ChromeTraceWriter& w_;
   double ns_per_cycle_;
   std::string name_;
@@ -65,6 +65,7 @@ class PipeTrace final : public core::TraceSink {
   int pid_ = -1;
   std::array<int, isa::kPipeCount> tid_{};
   std::array<Pending, isa::kPipeCount> pending_;
+  std::uint64_t flag_sets_ = 0;  // the core's flag sets so far, over its blocks and kernels
   SliceFilter* filter_;
 };
 

@@ -494,9 +494,8 @@ void CoreEngine::execute(int p, Entry e, std::uint64_t start) {
 }
 
 void CoreEngine::fire(const isa::Instr& set, std::uint64_t at) {
-  const std::uint64_t seq = flag_sets_++;
+  const std::uint64_t seq = trace_ ? trace_->on_flag_set(set.sync.src, set.sync.dst, set.sync.id, at) : 0;
   flag(set.sync.src, set.sync.dst, set.sync.id).sets.push_back(FlagSet{at, set.where, seq});
-  if (trace_) trace_->on_flag_set(set.sync.src, set.sync.dst, set.sync.id, at, seq);
 }
 
 void CoreEngine::consume(Flag& f, const isa::Instr& wait, Pipe pipe, std::uint64_t when, std::uint64_t reached) {

@@ -67,9 +67,11 @@ class TraceSink {
  public:
   virtual ~TraceSink() = default;
   virtual void on_instr(isa::Pipe pipe, const isa::Instr& in, std::uint64_t start, std::uint64_t end) = 0;
-  // A set_flag(src -> dst, id) fired at `at` (when src's earlier work was done); `seq` numbers the core's sets.
-  virtual void on_flag_set(isa::Pipe /*src*/, isa::Pipe /*dst*/, std::uint32_t /*id*/, std::uint64_t /*at*/,
-                           std::uint64_t /*seq*/) {}
+  // A set_flag(src -> dst, id) fired at `at` (when src's earlier work was done). Returns the number the sink gave
+  // it (a sink lives as long as its core, over blocks and kernels), passed back with the wait that takes it.
+  virtual std::uint64_t on_flag_set(isa::Pipe /*src*/, isa::Pipe /*dst*/, std::uint32_t /*id*/, std::uint64_t /*at*/) {
+    return 0;
+  }
   // dst's wait_flag(src -> dst, id) took set `seq`: dst reached it at `from` and went on at `to` (>= from).
   virtual void on_flag_wait(isa::Pipe /*src*/, isa::Pipe /*dst*/, std::uint32_t /*id*/, std::uint64_t /*from*/,
                             std::uint64_t /*to*/, std::uint64_t /*seq*/) {}
@@ -184,7 +186,7 @@ class CoreEngine {
   struct FlagSet {
     std::uint64_t time;
     isa::SourceLoc where;
-    std::uint64_t seq = 0;  // the core's sets in order (TraceSink::on_flag_set)
+    std::uint64_t seq = 0;  // the trace sink's number for it (TraceSink::on_flag_set)
   };
   struct Flag {
     std::deque<FlagSet> sets;
@@ -229,7 +231,6 @@ class CoreEngine {
   std::vector<Flag> flags_;  // [src][dst][id]
   std::unique_ptr<View> view_;
   std::uint64_t start_ = 0, scalar_time_ = 0, end_ = 0;
-  std::uint64_t flag_sets_ = 0;  // sets fired so far (FlagSet::seq)
   std::uint64_t issued_ = 0;
   InstructionBudget* budget_ = nullptr;
   TraceSink* trace_ = nullptr;

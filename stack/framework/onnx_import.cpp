@@ -394,7 +394,9 @@ void fold_into(onnx::ModelProto& model, const Graph& g) {
     const graph::Node& n = g.node(static_cast<graph::NodeId>(i));
     if (!n.alive) continue;
     for (graph::ValueId v : n.inputs) keep_constant(v);
-    *kept.Add() = gp->node(i);
+    onnx::NodeProto* k = kept.Add();
+    *k = gp->node(i);
+    if (k->name().empty()) k->set_name(n.name);  // its index shifts in the next round: keep the name it was given
   }
   for (graph::ValueId v : g.outputs) keep_constant(v);
   gp->mutable_node()->Swap(&kept);

@@ -146,10 +146,10 @@ class Graph {
   // Values and nodes; ids stay valid while the graph lives (removed nodes are marked dead, see compact()).
   ValueId add_value(std::string name, ElemType type, std::optional<Dims> shape = std::nullopt);
   ValueId add_constant(std::string name, Tensor t);
-  // Adds a node and links it as the producer of its outputs and a consumer of its inputs.
+  // Adds a node and links it as the producer of its outputs and a consumer of its inputs. A node without an origin
+  // takes the sources of the nodes removed since the last add_node (a fusion pass removes what it fuses, then adds
+  // the fused node).
   NodeId add_node(Node n);
-  // Adds a node; one without an origin takes the sources of the nodes removed since the last add_node (a fusion
-  // pass removes what it fuses, then adds the fused node).
   // Unlinks a node from its values and marks it dead; its outputs lose their producer.
   void remove_node(NodeId id);
   // Forgets the nodes removed since the last add_node: for removals that fuse nothing (folding, dead code).

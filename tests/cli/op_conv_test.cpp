@@ -65,7 +65,9 @@ TEST(OpConv, StepsOverChannelPlanesAndTallMapsMatchTheReference) {
 }
 
 nlohmann::json stats_of(const std::string& call) {
-  const std::string path = ::testing::TempDir() + "npusim_conv_stats.json";
+  // One file per test: ctest runs the tests of this file in parallel processes.
+  const std::string path = ::testing::TempDir() + "npusim_conv_stats_" +
+                           ::testing::UnitTest::GetInstance()->current_test_info()->name() + ".json";
   op_json(call + " --stats " + path);
   std::ifstream in(path);
   return nlohmann::json::parse(in)["stats"]["chip"];

@@ -127,6 +127,8 @@ int fuse_rope(Graph& g) {
         tn.attrs["perm"] = Attribute::of_ints({0, 2, 1, 3});
         tn.inputs = {r};
         tn.outputs = {out};
+        // It stands for the imported heads transpose, which goes once RoPE reads its input (when nothing else uses it).
+        if (g.value(x).consumers.empty()) tn.origin = g.node(tr).sources();
         g.add_node(std::move(tn));
       } else {
         rope.outputs = {out};

@@ -159,8 +159,8 @@ TEST(MemoryPlan, BuffersWithDisjointLifetimesShareMemory) {
   const int x = tensor("x", 1024), a = tensor("a", 1024), b = tensor("b", 1024), c = tensor("c", 1024);
   p.inputs = {x};
   p.outputs = {c};
-  p.steps = {Step{"n0", "relu", {}, {x}, {a}, {}, {}}, Step{"n1", "relu", {}, {a}, {b}, {}, {}},
-             Step{"n2", "relu", {}, {b}, {c}, {}, {}}};
+  p.steps = {Step{"n0", "relu", {}, {x}, {a}, {}, {}, {}}, Step{"n1", "relu", {}, {a}, {b}, {}, {}, {}},
+             Step{"n2", "relu", {}, {b}, {c}, {}, {}, {}}};
   const MemoryPlan m = plan_memory(p, {0, 0, 0}, assign_streams(p, 1));
   EXPECT_EQ(m.naive_bytes, 4u * 4096);
   EXPECT_EQ(m.arena_bytes, 2u * 4096);  // never more than two live at once

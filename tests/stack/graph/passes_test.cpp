@@ -654,8 +654,8 @@ Program diamond() {
   const int x = tensor("x"), a = tensor("a"), b = tensor("b"), c = tensor("c");
   p.inputs = {x};
   p.outputs = {c};
-  p.steps = {Step{"s0", "relu", {}, {x}, {a}, {}, {}}, Step{"s1", "relu", {}, {x}, {b}, {}, {}},
-             Step{"s2", "add", {}, {a, b}, {c}, {}, {}}};
+  p.steps = {Step{"s0", "relu", {}, {x}, {a}, {}, {}, {}}, Step{"s1", "relu", {}, {x}, {b}, {}, {}, {}},
+             Step{"s2", "add", {}, {a, b}, {c}, {}, {}, {}}};
   return p;
 }
 
@@ -689,8 +689,8 @@ TEST(MemoryPlan, BuffersOfConcurrentBranchesNeverShare) {
   }
   p.inputs = {0};
   p.outputs = {3, 4};
-  p.steps = {Step{"s0", "relu", {}, {0}, {1}, {}, {}}, Step{"s1", "relu", {}, {1}, {3}, {}, {}},
-             Step{"s2", "relu", {}, {0}, {2}, {}, {}}, Step{"s3", "relu", {}, {2}, {4}, {}, {}}};
+  p.steps = {Step{"s0", "relu", {}, {0}, {1}, {}, {}, {}}, Step{"s1", "relu", {}, {1}, {3}, {}, {}, {}},
+             Step{"s2", "relu", {}, {0}, {2}, {}, {}, {}}, Step{"s3", "relu", {}, {2}, {4}, {}, {}, {}}};
   const MemoryPlan one = plan_memory(p, {0, 0, 0, 0}, assign_streams(p, 1));
   const MemoryPlan two = plan_memory(p, {0, 0, 0, 0}, assign_streams(p, 2));
   EXPECT_EQ(one.offset[1], one.offset[2]);
