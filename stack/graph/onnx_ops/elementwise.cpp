@@ -286,7 +286,7 @@ std::int64_t int_div(std::int64_t a, std::int64_t b) {
   if (b == -1) return int_sub(0, a);
   return a / b;  // integer division truncates, as ONNX Runtime's
 }
-// Mod: fmod = 0 takes the divisor's sign (Python's %), fmod = 1 the dividend's (C's fmod).
+// Mod: fmod = 0 takes the divisor's sign (Python's %, integers only), fmod = 1 the dividend's (C's fmod).
 std::int64_t int_mod(std::int64_t a, std::int64_t b) {
   if (b == 0) throw NoFold{};
   if (b == -1) return 0;  // INT64_MIN % -1 overflows in C++
@@ -296,10 +296,6 @@ std::int64_t int_mod(std::int64_t a, std::int64_t b) {
 std::int64_t int_fmod(std::int64_t a, std::int64_t b) {
   if (b == 0) throw NoFold{};
   return b == -1 ? 0 : a % b;
-}
-double floor_mod(double a, double b) {
-  const double r = std::fmod(a, b);
-  return r != 0 && ((r < 0) != (b < 0)) ? r + b : r;
 }
 double c_fmod(double a, double b) {
   return std::fmod(a, b);
@@ -342,7 +338,8 @@ void add_elementwise(std::vector<OpInfo>& table) {
     if (x.type == ElemType::kUint64 || y.type == ElemType::kUint64) throw NoFold{};
     const bool fmod = a.node.attr_int("fmod", 0) != 0;
     if (!fmod && !(x.is_int() && y.is_int())) throw NoFold{};
-    return fmod ? binary_fold(c_fmod, int_fmod, false)(a) : binary_fold(floor_mod, int_mod, false)(a);
+    // fmod = 0 reaches here with integers only, which take int_mod; c_fmod is the float path of both.
+    return binary_fold(c_fmod, fmod ? int_fmod : int_mod, false)(a);
   }));
   table.push_back(OpInfo::onnx("Trilu", 1, 2)
                       .reads({"upper"})
