@@ -187,7 +187,10 @@ int sc_main(int argc, char** argv) {
                  "covers the last launch and the copies out")
       ->check(CLI::Range(std::uint32_t{0}, npusim::stack::framework::Session::kMaxWarmup));
   add_output_options(*op, oopts.json, oopts.files);
-  op->footer("Ops:\n" + npusim::cli::describe_ops());
+  op->footer(
+      "Ops (each with its -p parameters: the required ones, then the optional ones with the value taken when "
+      "left out; in parentheses, a rule):\n" +
+      npusim::cli::describe_ops());
 
   npusim::cli::RunOptions ropts;
   ConfigOptions run_cfg;

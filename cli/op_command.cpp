@@ -26,12 +26,38 @@ namespace npusim::cli {
 namespace ops = stack::ops;
 using hw::isa::DType;
 
+namespace {
+
+// "label: a, b, c" wrapped at 118 columns, continuation lines aligned under the first item.
+std::string wrapped_list(const std::string& label, const std::vector<std::string>& items) {
+  const std::string indent(label.size(), ' ');
+  std::string out, line = label;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const std::string item = items[i] + (i + 1 < items.size() ? "," : "");
+    if (line.size() > label.size() && line.size() + 1 + item.size() > 118) {
+      out += line + "\n";
+      line = indent;
+    }
+    line += (line.size() > label.size() ? " " : "") + item;
+  }
+  return out + line + "\n";
+}
+
+}  // namespace
+
 std::string describe_ops() {
   std::string out;
   for (const ops::OpDef& op : ops::all_ops()) {
-    out += "  " + op.name + ": " + op.summary + " (-p";
-    for (const auto& p : op.params) out += " " + p;
-    out += ")\n";
+    out += "  " + op.name + ": " + op.summary + "\n";
+    std::vector<std::string> required, optional;
+    for (const ops::OpParam& p : op.params) {
+      if (p.required())
+        required.push_back(p.key);
+      else
+        optional.push_back(p.key + "=" + p.def);
+    }
+    if (!required.empty()) out += wrapped_list("      required: ", required);
+    if (!optional.empty()) out += wrapped_list("      optional: ", optional);
   }
   return out;
 }

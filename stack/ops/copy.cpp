@@ -433,7 +433,8 @@ Call parse_expand(const Params& p) {
 using JobsFn = CopyJobs (*)(const std::vector<TensorDesc>&, const Call&);
 using ParseFn = Call (*)(const Params&);
 
-OpDef copy_op(const std::string& name, ParseFn parse, JobsFn call, const std::string& summary, std::vector<std::string> params) {
+OpDef copy_op(const std::string& name, ParseFn parse, JobsFn call, const std::string& summary,
+              std::vector<OpParam> params) {
   OpDef d;
   d.name = name;
   d.takes_integers = true;  // bytes are moved as they are
@@ -529,12 +530,19 @@ OpDef copy_op(const std::string& name, ParseFn parse, JobsFn call, const std::st
 }  // namespace
 
 std::vector<OpDef> copy_ops() {
-  return {copy_op("slice", parse_slice, slice_jobs, "a strided window: per dim [start, end) with a positive step (-p starts=... ends=... steps=...)",
-                  {"shape", "starts", "ends", "steps"}),
-          copy_op("concat", parse_concat, concat_jobs, "joins tensors along an axis (-p shapes=AxB,AxC -p axis=1)", {"shapes", "axis"}),
-          copy_op("split", parse_split, split_jobs, "cuts a tensor along an axis into parts (-p sizes=...)", {"shape", "axis", "sizes"}),
-          copy_op("expand", parse_expand, expand_jobs, "numpy broadcast of the input to -p to=... (size-1 and missing leading dims repeat)",
-                  {"shape", "to"})};
+  return {copy_op("slice", parse_slice, slice_jobs,
+                  "a strided window: per dim [start, end) with a positive step (-p starts=... ends=... steps=...)",
+                  {{"shape", kRequired},
+                   {"starts", "(none: whole dims)"},
+                   {"ends", "(none: whole dims)"},
+                   {"steps", "(1 per dim)"}}),
+          copy_op("concat", parse_concat, concat_jobs, "joins tensors along an axis (-p shapes=AxB,AxC -p axis=1)",
+                  {{"shapes", kRequired}, {"axis", "0"}}),
+          copy_op("split", parse_split, split_jobs, "cuts a tensor along an axis into parts (-p sizes=...)",
+                  {{"shape", kRequired}, {"axis", "0"}, {"sizes", kRequired}}),
+          copy_op("expand", parse_expand, expand_jobs,
+                  "numpy broadcast of the input to -p to=... (size-1 and missing leading dims repeat)",
+                  {{"shape", kRequired}, {"to", kRequired}})};
 }
 
 }  // namespace npusim::stack::ops

@@ -99,7 +99,7 @@ OpDef cumsum_op() {
   OpDef d;
   d.name = "cumsum";
   d.summary = "running sum along one axis (-p axis=k, default the last; exclusive=1, reverse=1 as ONNX's CumSum)";
-  d.params = {"shape", "axis", "exclusive", "reverse"};
+  d.params = {{"shape", kRequired}, {"axis", "-1"}, {"exclusive", "0"}, {"reverse", "0"}};
   d.inputs = [](const Params& p, DType t) { return std::vector<TensorDesc>{{param_shape(p), t}}; };
   d.parse = [](const Params& p) -> Call { return parse(p); };
   d.takes_integers = true;  // int32 (integer data as the graph stores it) sums in fp32: exact up to 2^24

@@ -157,7 +157,7 @@ OpDef binary_op(const std::string& name, Bin op) {
   OpDef d;
   d.name = name;
   d.summary = "elementwise " + name + " with broadcasting of b over leading dimensions";
-  d.params = {"shape", "shape_b"};
+  d.params = {{"shape", kRequired}, {"shape_b", "shape"}};
   if (op == Bin::kDiv) d.input_ranges = {{-1.0f, 1.0f}, {0.5f, 2.0f}};  // divisors away from 0
   d.parse = [](const Params&) -> Call { return Operands{}; };
   d.inputs = [](const Params& p, DType t) {

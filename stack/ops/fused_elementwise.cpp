@@ -665,11 +665,11 @@ OpDef fused_elementwise_op() {
   d.name = "fused_elementwise";
   d.summary = "one expression over up to 8 inputs in fp32 per tile, e.g. expr='mul(silu(x0),x1)' (inputs: the output shape, "
               "or trailing dims with -p shape_xK)";
-  d.params = {"expr", "shape", "to"};
+  d.params = {{"expr", kRequired}, {"shape", kRequired}, {"to", "(the first float input's dtype)"}};
   d.takes_integers = true;
   for (int i = 0; i < static_cast<int>(kMaxInputs); ++i) {
-    d.params.push_back("shape_x" + std::to_string(i));
-    d.params.push_back("dtype_x" + std::to_string(i));
+    d.params.push_back({"shape_x" + std::to_string(i), "shape"});
+    d.params.push_back({"dtype_x" + std::to_string(i), "(--dtype)"});
   }
   d.parse = [](const Params& p) -> Call { return parse_call(p); };
   // Input k has the output's shape, or -p shape_xK.

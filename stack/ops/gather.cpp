@@ -85,7 +85,7 @@ OpDef gather_op() {
   d.name = "gather";
   d.summary =
       "rows of a table [V, ...] picked by int32 indices (an embedding lookup); negative indices count from the end";
-  d.params = {"shape", "indices"};
+  d.params = {{"shape", kRequired}, {"indices", kRequired}};
   d.takes_integers = true;
   d.parse = [](const Params&) -> Call { return Operands{}; };
   d.inputs = [](const Params& p, DType t) {

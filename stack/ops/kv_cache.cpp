@@ -81,7 +81,7 @@ OpDef reshape_and_cache_op() {
   d.summary =
       "new keys and values [T, KVN, D] written in place into paged caches [pages, page, KVN, D] at slot_mapping [T] "
       "(int32 cache rows; a negative slot skips its token)";
-  d.params = {"T", "KVN", "D", "page", "pages"};
+  d.params = {{"T", kRequired}, {"KVN", kRequired}, {"D", kRequired}, {"page", "128"}, {"pages", kRequired}};
   d.takes_integers = true;  // the slots; plan checks the rows are fp16, bf16 or fp32
   d.parse = [](const Params&) -> Call { return Operands{}; };
   d.inputs = [](const Params& p, DType t) {

@@ -149,9 +149,9 @@ const char* call_name(const Call& c) {
 
 Call parse_call(const OpDef& op, const Params& params) {
   for (const auto& kv : params) {
-    if (std::find(op.params.begin(), op.params.end(), kv.first) == op.params.end()) {
+    if (std::none_of(op.params.begin(), op.params.end(), [&](const OpParam& p) { return p.key == kv.first; })) {
       std::string known;
-      for (const auto& p : op.params) known += (known.empty() ? "" : ", ") + p;
+      for (const auto& p : op.params) known += (known.empty() ? "" : ", ") + p.key;
       throw InputError("op " + op.name + " has no parameter '" + kv.first + "' (it takes: " + known + ")");
     }
   }

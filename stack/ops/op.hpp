@@ -103,10 +103,22 @@ struct OpPlan {
 // Host-side values for the CPU reference: each tensor as fp32 (computed from the same fp16/bf16 inputs).
 using HostTensor = std::vector<float>;
 
+// One key of an op's text form (-p KEY=VALUE, a Python keyword), for `npusim op --help`, errors and list_ops(). The
+// table is kept equal to what the op's parse and inputs do by tests/stack/ops/op_params_test.cpp.
+struct OpParam {
+  std::string key;
+  // What the op takes when the key is absent, as help shows it: a value in the key's text form ("1", "bnsd"; words
+  // may follow after a space: "0 (chosen by the tiling)"), another key's name (KVN: N's value), or a rule in
+  // parentheses ("(1/sqrt(D))"). Empty: the key is required.
+  std::string def;
+  bool required() const { return def.empty(); }
+};
+inline constexpr const char* kRequired = "";  // OpParam::def of a required key
+
 struct OpDef {
   std::string name;
   std::string summary;
-  std::vector<std::string> params;  // the keys of the text form, for errors and help
+  std::vector<OpParam> params;  // the keys of the text form
   // The text form's attributes as the op's typed call; throws InputError naming the key and what it accepts.
   std::function<Call(const Params& params)> parse;
   // The operands the text form describes (its shapes) in the dtype, for `npusim op` and the Python ops.

@@ -206,8 +206,8 @@ OpDef pool_op(const std::string& name, bool max) {
   d.summary = max ? "2-D max pooling on NC1HWC0 (-p kernel=3 -p stride=2 -p pad=1; dilation); fp16/bf16"
                   : "2-D average pooling on NC1HWC0 (-p kernel=3 -p stride=2 -p pad=1; dilation, count_include_pad); "
                     "fp16/bf16";
-  d.params = {"shape", "kernel", "stride", "pad", "dilation"};
-  if (!max) d.params.push_back("count_include_pad");
+  d.params = {{"shape", kRequired}, {"kernel", "2"}, {"stride", "1"}, {"pad", "0"}, {"dilation", "1"}};
+  if (!max) d.params.push_back({"count_include_pad", "0"});
   d.parse = [max](const Params& p) -> Call { return parse_call(p, max); };
   d.inputs = [](const Params& p, DType t) { return std::vector<TensorDesc>{{param_shape(p), t}}; };
   d.plan = [name, max](const std::vector<TensorDesc>& in, const Call& call, const config::ChipConfig& chip) {

@@ -107,7 +107,7 @@ OpDef reduce_op(const std::string& name, Red red) {
   d.name = name;
   d.summary = std::string(red == Red::kSum ? "sum" : red == Red::kMean ? "mean" : "max") +
               " along one axis (-p axis=k, default the last; the axis is removed)";
-  d.params = {"shape", "axis"};
+  d.params = {{"shape", kRequired}, {"axis", "-1"}};
   d.inputs = [](const Params& p, DType t) {
     return std::vector<TensorDesc>{{param_shape(p), t}};
   };

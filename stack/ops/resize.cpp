@@ -194,7 +194,11 @@ OpDef resize_op() {
   d.summary =
       "nearest or bilinear resizing of the last two dims (-p size=HxW -p mode=nearest|linear -p coord=... -p "
       "nearest=...)";
-  d.params = {"shape", "size", "mode", "coord", "nearest"};
+  d.params = {{"shape", kRequired},
+              {"size", kRequired},
+              {"mode", "nearest"},
+              {"coord", "half_pixel"},
+              {"nearest", "round_prefer_floor"}};
   d.parse = [](const Params& p) -> Call { return parse_call(p); };
   d.inputs = [](const Params& p, DType t) { return std::vector<TensorDesc>{{param_shape(p), t}}; };
   d.plan = [](const std::vector<TensorDesc>& in, const Call& call, const config::ChipConfig& chip) {

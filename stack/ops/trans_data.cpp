@@ -108,7 +108,7 @@ OpDef trans_data_op() {
   OpDef d;
   d.name = "trans_data";
   d.summary = "NCHW <-> NC1HWC0 (-p to=5hd, or -p to=nchw -p channels=C); fp16/bf16";
-  d.params = {"shape", "to", "channels"};
+  d.params = {{"shape", kRequired}, {"to", kRequired}, {"channels", "(required with to=nchw)"}};
   d.parse = [](const Params& p) -> Call { return parse_call(p); };
   d.inputs = [](const Params& p, DType t) { return std::vector<TensorDesc>{{param_shape(p), t}}; };
   d.plan = [](const std::vector<TensorDesc>& in, const Call& call, const config::ChipConfig& chip) {

@@ -163,7 +163,7 @@ OpDef transpose_op() {
   d.name = "transpose";
   d.takes_integers = true;  // bytes are moved as they are
   d.summary = "permute dims (-p perm=..., default: swap the last two); the last dim stays last or swaps with the one before";
-  d.params = {"shape", "perm"};
+  d.params = {{"shape", kRequired}, {"perm", "(the last two swapped)"}};
   d.parse = [](const Params& p) -> Call { return parse_call(p); };
   d.inputs = [](const Params& p, DType t) {
     return std::vector<TensorDesc>{{param_shape(p), t}};

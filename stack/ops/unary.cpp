@@ -78,8 +78,8 @@ OpDef unary_op(const std::string& name, Activation act, const std::string& summa
   OpDef d;
   d.name = name;
   d.summary = summary;
-  d.params = {"shape"};
-  if (act == Activation::kNone) d.params.push_back("to");
+  d.params = {{"shape", kRequired}};
+  if (act == Activation::kNone) d.params.push_back({"to", kRequired});
   d.parse = [act](const Params& p) -> Call {
     if (act != Activation::kNone) return Operands{};
     const auto it = p.find("to");

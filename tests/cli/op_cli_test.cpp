@@ -56,6 +56,18 @@ TEST(OpCli, BadCallsAreClearErrors) {
   EXPECT_NE(r.err.find("--warmup"), std::string::npos) << r.err;
 }
 
+// `npusim op --help` lists each op's required parameters and the value each optional one takes when left out (the
+// table itself is checked against the parsers by tests/stack/ops/op_params_test.cpp).
+TEST(OpCli, HelpShowsRequiredParametersAndDefaults) {
+  const npusim_test::Result r = npusim_test::run("op --help");
+  ASSERT_EQ(r.status, 0) << r.err;
+  for (const char* line :
+       {"  matmul: ", "      required: M, N, K\n", "      optional: B=1, trans_a=0, trans_b=0, bias=0, act=none\n",
+        "      required: B, N, S, D\n", "      optional: KVN=N, SK=S, causal=0, mask=0,", "scale=(1/sqrt(D))",
+        "      optional: chunk=0 (chosen by the tiling), eps=1e-5\n"})
+    EXPECT_NE(r.out.find(line), std::string::npos) << "no '" << line << "' in:\n" << r.out;
+}
+
 // --warmup: the op runs N times on the same buffers first and the report covers the measured launch alone (one
 // kernel task, a launch and a synchronize), with every line of its inputs already in the L2; the values are still
 // the op's (--check), and the host sees the call take at least the enqueue (host.launch_overhead, 9 us on 910b)

@@ -139,6 +139,13 @@ def test_torch_tensors_in_give_torch_tensors_out_and_npusim_tensors_round_trip()
     torch.testing.assert_close(out.torch(), torch.relu(x))
 
 
+def test_list_ops_gives_each_parameter_with_its_default():
+    ops = {name: params for name, _, params in npusim.list_ops()}
+    assert ops["matmul"] == {"M": None, "N": None, "K": None, "B": "1", "trans_a": "0", "trans_b": "0", "bias": "0",
+                             "act": "none"}
+    assert ops["flash_attention"]["KVN"] == "N" and ops["flash_attention"]["scale"] == "(1/sqrt(D))"
+
+
 def test_bad_calls_are_named_errors():
     with pytest.raises(npusim.InputError, match="no op named 'nope'.*flash_attention"):
         npusim.ops.call("nope", randn(4))

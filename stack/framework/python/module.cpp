@@ -238,7 +238,12 @@ PYBIND11_MODULE(_core, m) {
 
   m.def("list_ops", [] {
     py::list l;
-    for (const ops::OpDef& op : ops::all_ops()) l.append(py::make_tuple(op.name, op.summary, op.params));
+    for (const ops::OpDef& op : ops::all_ops()) {
+      py::dict params;  // key -> its default as help shows it, None when required
+      for (const ops::OpParam& p : op.params)
+        params[py::str(p.key)] = p.required() ? py::object(py::none()) : py::str(p.def);
+      l.append(py::make_tuple(op.name, op.summary, params));
+    }
     return l;
   });
   m.def("kernel_name", &ops::kernel_name);

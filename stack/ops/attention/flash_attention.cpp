@@ -433,9 +433,14 @@ OpDef flash_attention_op() {
   d.summary =
       "O = softmax(scale Q K^T + mask) V, BNSD or BSND layout (or explicit strides), grouped-query heads (KVN), "
       "causal, online softmax in fp32";
-  d.params = {"B",         "N",          "KVN",      "S",        "SK",        "D",         "causal",
-              "mask",      "mask_shape", "scale",    "layout",   "q_strides", "k_strides", "v_strides",
-              "o_strides", "q_offset",   "k_offset", "v_offset", "o_offset"};
+  d.params = {{"B", kRequired},         {"N", kRequired},  {"KVN", "N"},
+              {"S", kRequired},         {"SK", "S"},       {"D", kRequired},
+              {"causal", "0"},          {"mask", "0"},     {"mask_shape", "(one S x SK table)"},
+              {"scale", "(1/sqrt(D))"}, {"layout", "bnsd"}};
+  for (const char* t : {"q", "k", "v", "o"}) {
+    d.params.push_back({std::string(t) + "_strides", "(the layout's)"});
+    d.params.push_back({std::string(t) + "_offset", "0"});
+  }
   d.parse = [](const Params& p) -> Call { return parse_call(p); };
   d.inputs = [](const Params& p, DType t) {
     if (t == DType::kFp32) throw InputError("flash_attention takes fp16 or bf16");

@@ -264,7 +264,17 @@ OpDef paged_attention_op() {
       "decoding attention: S new query rows [B, S, N, D] against a paged K/V cache [pages, page, KVN, D] through a "
       "block table [B, pages per sequence] (int32), kv_len keys per sequence; grouped heads packed, keys split "
       "across the cores and combined (flash decoding)";
-  d.params = {"B", "N", "KVN", "S", "D", "kv_len", "page", "pages", "table_cols", "scale", "splits"};
+  d.params = {{"B", kRequired},
+              {"N", kRequired},
+              {"KVN", "N"},
+              {"S", "1"},
+              {"D", kRequired},
+              {"kv_len", kRequired},
+              {"page", "128"},
+              {"pages", "0 (B x table_cols)"},
+              {"table_cols", "0 (ceil(max kv_len / page))"},
+              {"scale", "(1/sqrt(D))"},
+              {"splits", "0 (chosen by the tiling)"}};
   d.takes_integers = true;  // the block table; plan checks the others are fp16 or bf16
   d.parse = [](const Params& p) -> Call { return parse(p); };
   d.inputs = [](const Params& p, DType t) {

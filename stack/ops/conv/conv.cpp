@@ -48,7 +48,9 @@ OpDef conv2d_op() {
   d.summary =
       "2-D convolution on the Cube (img2col by Load3D), x NC1HWC0, weights FRACTAL_Z (groups packed), bias and ReLU "
       "in the FixPipe; fp16/bf16";
-  d.params = {"N", "C", "H", "W", "cout", "kernel", "stride", "pad", "dilation", "groups", "bias", "relu"};
+  d.params = {{"N", "1"},          {"C", kRequired}, {"H", kRequired}, {"W", kRequired},
+              {"cout", kRequired}, {"kernel", "1"},  {"stride", "1"},  {"pad", "0"},
+              {"dilation", "1"},   {"groups", "1"},  {"bias", "0"},    {"relu", "0"}};
   d.parse = [](const Params& p) -> Call { return parse_call(p); };
   d.inputs = [](const Params& p, DType t) {
     if (t == DType::kFp32) throw InputError("conv2d takes fp16 or bf16 (the Cube's 16-bit path)");

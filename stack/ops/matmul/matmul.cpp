@@ -97,7 +97,8 @@ OpDef matmul_op() {
   d.summary =
       "C = act(op(A) op(B) + bias), batched with B > 1; fp16/bf16, fp32 accumulation (act: none, relu, gelu, "
       "gelu_tanh)";
-  d.params = {"M", "N", "K", "B", "trans_a", "trans_b", "bias", "act"};
+  d.params = {{"M", kRequired}, {"N", kRequired}, {"K", kRequired}, {"B", "1"},
+              {"trans_a", "0"}, {"trans_b", "0"}, {"bias", "0"},    {"act", "none"}};
   d.parse = [](const Params& p) -> Call { return parse_call(p); };
   d.inputs = [](const Params& p, DType t) {
     if (t == DType::kFp32)

@@ -215,12 +215,12 @@ OpDef row_op(const std::string& name, RowKind kind, const std::string& summary) 
   OpDef d;
   d.name = name;
   d.summary = summary;
-  d.params = {"shape"};
-  if (reduces_rows(kind)) d.params.push_back("chunk");
-  if (is_norm(kind)) d.params.push_back("eps");
-  if (kind == RowKind::kLayerNorm) d.params.push_back("stats");
-  if (op.add) d.params.push_back("sum");
-  if (kind == RowKind::kRopeHalf) d.params.push_back("layout");
+  d.params = {{"shape", kRequired}};
+  if (reduces_rows(kind)) d.params.push_back({"chunk", "0 (chosen by the tiling)"});
+  if (is_norm(kind)) d.params.push_back({"eps", "1e-5"});
+  if (kind == RowKind::kLayerNorm) d.params.push_back({"stats", "0"});
+  if (op.add) d.params.push_back({"sum", "1"});
+  if (kind == RowKind::kRopeHalf) d.params.push_back({"layout", "bnsd"});
   d.parse = [op](const Params& p) { return op.parse(p); };
   d.inputs = [op](const Params& p, DType t) { return op.inputs(p, t); };
   d.plan = [op](const std::vector<TensorDesc>& in, const Call& call, const config::ChipConfig& chip) {

@@ -319,7 +319,8 @@ def run(model, inputs=None, **kwargs) -> RunResult:
 
 
 def list_ops():
-    """[(name, summary, parameters)] of the operator library."""
+    """[(name, summary, {parameter: default})] of the operator library; a required parameter's default is None, and a
+    default in parentheses is a rule in words (e.g. "(1/sqrt(D))"), as `npusim op --help` shows them."""
     return [tuple(x) for x in _core.list_ops()]
 
 
