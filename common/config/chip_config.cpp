@@ -225,6 +225,13 @@ void reflect(Visitor& v, ChipConfig& c) {
               "power-of-two strides spread over banks and channels");
     v.text("page_policy", c.hbm.page_policy, std::string("open"), "row buffer policy", {"open", "closed"});
     v.text("refresh", c.hbm.refresh, std::string("all_bank"), "refresh mode", {"all_bank", "per_bank", "none"});
+    v.text("scheduler", c.hbm.scheduler, std::string("fr_fcfs"),
+           "request order within a bank: fr_fcfs (a row hit is served before an older request that must close the "
+           "row, as controllers do) or fcfs (each bank's requests in arrival order)",
+           {"fr_fcfs", "fcfs"});
+    v.integer("scheduler_cap", c.hbm.scheduler_cap, U::kCount, 16,
+              "fr_fcfs: younger row hits that may pass one waiting request before it is served (starvation cap; "
+              "16, as Ramulator's FRFCFS_Cap)");
     Group t(v, "timing", "DRAM timing parameters (HBM2e figures, roughly constant across pin rates)");
     HbmTiming& h = c.hbm.timing;
     v.real("tRCD", h.tRCD, U::kTime, 14.0, "activate to read/write");

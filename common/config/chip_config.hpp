@@ -141,6 +141,8 @@ struct HbmParams {
   bool row_hash = true;
   std::string page_policy;
   std::string refresh;
+  std::string scheduler;            // request order within a bank: fr_fcfs or fcfs
+  std::uint64_t scheduler_cap = 0;  // FR-FCFS: younger row hits that may pass one request
   HbmTiming timing;
 
   std::uint64_t pseudo_channel_count() const { return stacks * channels_per_stack * pseudo_channels; }

@@ -34,7 +34,9 @@ Hbm::Hbm(const config::HbmParams& p)
       // A burst is burst_bytes over a bus of bus_bits pins at pin_rate bit/s each.
       t_burst_(static_cast<double>(p.burst_bytes) * 8.0 / (static_cast<double>(p.bus_bits) * p.pin_rate) * 1e9),
       refresh_(make_refresh_policy(p)),
-      page_(make_page_policy(p)) {
+      page_(make_page_policy(p)),
+      scheduler_(make_scheduler_policy(p)),
+      reorders_(scheduler_->hit_passes(0)) {
   pcs_.resize(map_.pseudo_channels());
   for (std::size_t i = 0; i < pcs_.size(); ++i) {
     pcs_[i].banks.resize(map_.banks_per_pc());
@@ -186,30 +188,8 @@ Hbm::Served Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::u
   const auto groups = static_cast<std::uint32_t>(__builtin_popcountll(bg_mask));
   const double interval = std::max({t_burst_, T.tCCD_S, T.tCCD_L / groups});
   const double data_time = (n - 1) * interval + t_burst_;
-  double ready = t;
-  std::uint32_t acts = 0;
-  for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg) {
-    if (!((bg_mask >> bg) & 1)) continue;
-    Bank& b = pc.banks[bg * p_.banks_per_group + bank];
-    // An all-bank refresh since the row was opened closed it.
-    if (b.open && b.epoch != refresh_epoch(pc, std::max(t, b.col_ready))) b.open = false;
-    if (!(b.open && b.row == row)) {
-      double earliest = std::max(t, b.pre_done);
-      if (b.open) {
-        const double pre = std::max({t, b.act + T.tRAS, b.last_read + T.tRTP, b.write_end + T.tWR});
-        earliest = std::max(earliest, pre + T.tRP);
-      }
-      earliest = refresh_->past_bank(pc.offset, bg * p_.banks_per_group + bank, pc.banks.size(), earliest);
-      const double act = schedule_act(pc, bg, earliest);
-      b.act = act;
-      b.open = true;
-      b.row = row;
-      b.col_ready = act + T.tRCD;
-      b.epoch = refresh_epoch(pc, b.col_ready);
-      ++acts;
-    }
-    ready = std::max(ready, b.col_ready);
-  }
+  const double lat = write ? T.tCWL : T.tCL;
+  const std::uint8_t dir = write ? 1 : 0;
   // The bank groups in the order the run's bursts visit them, from the first burst's.
   std::array<std::uint32_t, 64> order{};
   for (std::uint32_t k = 0, j = 0; k < p_.bank_groups; ++k) {
@@ -221,21 +201,82 @@ Hbm::Served Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::u
     const std::uint32_t last = j + (n - 1 - j) / groups * groups;  // the bank group's last burst
     return static_cast<double>(last) * interval;
   };
-  const double lat = write ? T.tCWL : T.tCL;
-  const std::uint8_t dir = write ? 1 : 0;
-  double data_start = ready + lat;
-  for (bool moved = true; moved;) {
-    data_start = bus_slot(pc, data_start, data_time, dir, bg_mask);
-    moved = false;
-    for (std::uint32_t j = 0; j < groups && j < n && !moved; ++j) {
-      const double first = data_start - lat + j * interval;
-      const double free = free_slot(pc.columns[order[j]], first, span(j) - j * interval + T.tCCD_L);
-      if (free > first) {
-        // At least one ulp: rounding must not leave the search where it was.
-        data_start = std::max(data_start + (free - first), std::nextafter(data_start, 1e300));
-        moved = true;
+  // The earliest data start, with the columns ready at `ready`, that the bus and the bank groups' column calendars
+  // allow.
+  auto place = [&](double ready) {
+    double data_start = ready + lat;
+    for (bool moved = true; moved;) {
+      data_start = bus_slot(pc, data_start, data_time, dir, bg_mask);
+      moved = false;
+      for (std::uint32_t j = 0; j < groups && j < n && !moved; ++j) {
+        const double first = data_start - lat + j * interval;
+        const double free = free_slot(pc.columns[order[j]], first, span(j) - j * interval + T.tCCD_L);
+        if (free > first) {
+          // At least one ulp: rounding must not leave the search where it was.
+          data_start = std::max(data_start + (free - first), std::nextafter(data_start, 1e300));
+          moved = true;
+        }
       }
     }
+    return data_start;
+  };
+  auto bank_of = [&](std::uint32_t bg) -> Bank& { return pc.banks[bg * p_.banks_per_group + bank]; };
+
+  // FR-FCFS: a run to the row its banks had open before their last activate (for an older request that closes it)
+  // is served from that row when it fits before that request's precharge: its last column command tRTP (its write
+  // data tWR) before it, no refresh in between, and no more than hbm.scheduler_cap such hits.
+  double data_start = 0;
+  bool old_row = reorders_;
+  double ready = t;
+  for (std::uint32_t bg = 0; bg < p_.bank_groups && old_row; ++bg) {
+    if (!((bg_mask >> bg) & 1)) continue;
+    const Bank& b = bank_of(bg);
+    const bool current = b.open && b.row == row && b.epoch == refresh_epoch(pc, std::max(t, b.col_ready));
+    old_row = !current && b.old_row == row && t < b.old_until && scheduler_->hit_passes(b.old_passed);
+    ready = std::max(ready, b.old_col_ready);
+  }
+  if (old_row) {
+    data_start = place(ready);
+    const double last_cmd = data_start - lat + (n - 1) * interval;
+    const double ends = write ? data_start + data_time + T.tWR : last_cmd + T.tRTP;
+    for (std::uint32_t bg = 0; bg < p_.bank_groups && old_row; ++bg) {
+      if (!((bg_mask >> bg) & 1)) continue;
+      const Bank& b = bank_of(bg);
+      old_row = ends <= b.old_until && refresh_epoch(pc, data_start + data_time) == b.old_epoch;
+    }
+  }
+  std::uint32_t acts = 0;
+  if (!old_row) {
+    ready = t;
+    for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg) {
+      if (!((bg_mask >> bg) & 1)) continue;
+      Bank& b = bank_of(bg);
+      // An all-bank refresh since the row was opened closed it.
+      if (b.open && b.epoch != refresh_epoch(pc, std::max(t, b.col_ready))) b.open = false;
+      if (!(b.open && b.row == row)) {
+        double earliest = std::max(t, b.pre_done);
+        if (b.open) {
+          const double pre = std::max({t, b.act + T.tRAS, b.last_read + T.tRTP, b.write_end + T.tWR});
+          earliest = std::max(earliest, pre + T.tRP);
+        }
+        earliest = refresh_->past_bank(pc.offset, bg * p_.banks_per_group + bank, pc.banks.size(), earliest);
+        const double act = schedule_act(pc, bg, earliest);
+        // The row it closes stays usable for younger hits until the precharge (FR-FCFS).
+        b.old_until = b.open ? act - T.tRP : -1e18;
+        b.old_row = b.row;
+        b.old_col_ready = b.col_ready;
+        b.old_epoch = b.epoch;
+        b.old_passed = 0;
+        b.act = act;
+        b.open = true;
+        b.row = row;
+        b.col_ready = act + T.tRCD;
+        b.epoch = refresh_epoch(pc, b.col_ready);
+        ++acts;
+      }
+      ready = std::max(ready, b.col_ready);
+    }
+    data_start = place(ready);
   }
   if (past_refresh(pc, ready + lat, data_time) != ready + lat) ++stats_.refreshes;
   const double c0 = data_start - lat;
@@ -250,9 +291,15 @@ Hbm::Served Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::u
   const double last_cmd = c0 + (n - 1) * interval;
   for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg) {
     if (!((bg_mask >> bg) & 1)) continue;
-    Bank& b = pc.banks[bg * p_.banks_per_group + bank];
+    Bank& b = bank_of(bg);
+    // A hit in the old row ends before the open row's activate: the times below, kept as maxima, stay the open
+    // row's.
     if (write) b.write_end = std::max(b.write_end, data_end);
     else b.last_read = std::max(b.last_read, last_cmd);
+    if (old_row) {
+      ++b.old_passed;
+      continue;
+    }
     b.epoch = refresh_epoch(pc, data_start);
     if (page_->precharge_after_run()) {
       const double pre = std::max({b.act + T.tRAS, b.last_read + T.tRTP, b.write_end + T.tWR});

@@ -29,7 +29,14 @@
 // that reads go first and writes turn the bus around in batches. A run's bursts are taken to visit its bank groups
 // in turn: exact for mappings with the bank group lowest (the default), an approximation for others.
 // Activates, the bus and the bank groups' column commands are calendars, not "free at" times: a run blocked on its
-// bank does not hold up a later run to another bank, as an FR-FCFS scheduler would not. Bursts alternating over
+// bank does not hold up a later run to another bank, as an FR-FCFS scheduler would not.
+// Within a bank (hbm.scheduler): under fcfs each bank serves its runs in arrival order. Under fr_fcfs a run that hits
+// the row its bank had open before the last activate (the row an older request is closing) is served from that row
+// before the older request, when it fits before that request's precharge (its last column command + tRTP, its
+// write data + tWR, at or before ACT - tRP), no refresh closes the row first, and fewer than hbm.scheduler_cap hits
+// passed that request already; otherwise it waits like any conflict. The precharge stays where the older request's
+// arrival put it (every time reported is the real one): a controller that delays a precharge for later hits
+// lets more of them pass than this one does. Bursts alternating over
 // bank groups stream at the bus rate; bursts in one bank group at tCCD_L each.
 #pragma once
 
@@ -103,6 +110,11 @@ class Hbm {
     double last_read = -1e18;   // last read column command
     double write_end = -1e18;   // end of the last write data
     double pre_done = 0;        // closed-page policy: when the precharge after the last access is done
+    // FR-FCFS: the row the bank had open before its last activate, usable by younger row hits until the precharge
+    // that activate needed (old_until, -inf when it closed no row), with that row's column ready time and refresh
+    // window count, and the hits served from it.
+    std::uint64_t old_row = 0, old_epoch = 0, old_passed = 0;
+    double old_until = -1e18, old_col_ready = 0;
   };
   struct Pc;
   // Busy intervals of a resource, sorted and disjoint; the earliest gap is found by a short scan. `dir` marks data
@@ -182,6 +194,8 @@ class Hbm {
   double t_burst_;
   std::unique_ptr<RefreshPolicy> refresh_;  // hbm.refresh
   std::unique_ptr<PagePolicy> page_;        // hbm.page_policy
+  std::unique_ptr<SchedulerPolicy> scheduler_;  // hbm.scheduler
+  bool reorders_ = false;                       // whether a row hit may pass an older request at all
   double link_rate_ = 0;
   std::vector<Pc> pcs_;
   HbmStats stats_;

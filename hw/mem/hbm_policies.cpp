@@ -67,6 +67,20 @@ class ClosedPage : public PagePolicy {
   bool precharge_after_run() const override { return true; }
 };
 
+class Fcfs : public SchedulerPolicy {
+ public:
+  bool hit_passes(std::uint64_t) const override { return false; }
+};
+
+class FrFcfs : public SchedulerPolicy {
+ public:
+  explicit FrFcfs(std::uint64_t cap) : cap_(cap) {}
+  bool hit_passes(std::uint64_t passed) const override { return passed < cap_; }
+
+ private:
+  std::uint64_t cap_;
+};
+
 template <class Policy>
 std::unique_ptr<Policy> by_name(const std::map<std::string, std::function<std::unique_ptr<Policy>()>>& table,
                                 const std::string& key, const std::string& name) {
@@ -91,6 +105,13 @@ std::unique_ptr<PagePolicy> make_page_policy(const config::HbmParams& p) {
   return by_name<PagePolicy>({{"open", [] { return std::make_unique<OpenPage>(); }},
                               {"closed", [] { return std::make_unique<ClosedPage>(); }}},
                              "hbm.page_policy", p.page_policy);
+}
+
+std::unique_ptr<SchedulerPolicy> make_scheduler_policy(const config::HbmParams& p) {
+  const std::uint64_t cap = p.scheduler_cap;
+  return by_name<SchedulerPolicy>(
+      {{"fr_fcfs", [cap] { return std::make_unique<FrFcfs>(cap); }}, {"fcfs", [] { return std::make_unique<Fcfs>(); }}},
+      "hbm.scheduler", p.scheduler);
 }
 
 }  // namespace npusim::hw::mem

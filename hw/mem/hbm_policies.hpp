@@ -5,6 +5,9 @@
 //                    (its activates wait); none.
 //   hbm.page_policy  open: a row stays open after its accesses (a later hit skips the activate); closed: the bank
 //                    precharges after each run of accesses (a later access to it pays tRCD but never tRP).
+//   hbm.scheduler    fr_fcfs: a request that must close its bank's open row waits while younger requests that hit
+//                    that row are served first, up to hbm.scheduler_cap of them (FR-FCFS with a starvation cap);
+//                    fcfs: each bank's requests in arrival order.
 // Times in ns; `offset` is the pseudo-channel's first refresh (one interval after start).
 #pragma once
 
@@ -38,8 +41,17 @@ class PagePolicy {
   virtual bool precharge_after_run() const = 0;
 };
 
-// By hbm.refresh and hbm.page_policy; InputError naming the key and the choices for another name.
+class SchedulerPolicy {
+ public:
+  virtual ~SchedulerPolicy() = default;
+  // Whether a row hit is served before an older request that waits to close the row and that `passed` younger
+  // hits have passed already.
+  virtual bool hit_passes(std::uint64_t passed) const = 0;
+};
+
+// By hbm.refresh, hbm.page_policy and hbm.scheduler; InputError naming the key and the choices for another name.
 std::unique_ptr<RefreshPolicy> make_refresh_policy(const config::HbmParams& p);
 std::unique_ptr<PagePolicy> make_page_policy(const config::HbmParams& p);
+std::unique_ptr<SchedulerPolicy> make_scheduler_policy(const config::HbmParams& p);
 
 }  // namespace npusim::hw::mem

@@ -43,6 +43,71 @@ Alternation alternate(Hbm& mix, Hbm& reads, int pairs) {
   return a;
 }
 
+// FR-FCFS (hbm.scheduler): a row hit that arrives after a request that must close the row (same bank, another row)
+// is served first, from the open row, while that request waits for its precharge (tRAS after the row's activate);
+// under FCFS it waits for the other row to open and close again. Three reads to PC 0, bank 0, bank group 0: row 0
+// at 0 ns (opens it), row 1 at 1 ns (a conflict), row 0 again at 2 ns (a hit in the old row).
+TEST(HbmController, ALateRowHitPassesAnEarlierRowMissUnderFrFcfsNotFcfs) {
+  const auto p = hbm({"hbm.refresh=none"});
+  const auto& T = p.timing;
+  const double ctrl = p.controller_latency;
+  const double burst = Hbm(p).burst_ns();
+  // The conflict: precharge at the first activate (ctrl) + tRAS, then tRP + tRCD + tCL + burst.
+  const double miss_done = ctrl + T.tRAS + T.tRP + T.tRCD + T.tCL + burst;
+  ASSERT_LT(T.tRCD + T.tCCD_L + T.tRTP, T.tRAS);  // the hit's read-to-precharge does not delay the miss
+  {
+    Hbm h(hbm({"hbm.refresh=none", "hbm.scheduler=fr_fcfs"}));
+    h.access(pc0(0, 0), 32, false, 0.0);
+    const auto miss = h.access(pc0(0, 1), 32, false, 1.0);
+    const auto hit = h.access(pc0(0, 0, 128), 32, false, 2.0);
+    EXPECT_DOUBLE_EQ(miss.done_ns, miss_done);
+    // The hit's column command tCCD_L after the first read's (ctrl + tRCD), from the open row.
+    EXPECT_DOUBLE_EQ(hit.done_ns, ctrl + T.tRCD + T.tCCD_L + T.tCL + burst);
+    EXPECT_LT(hit.done_ns, miss.done_ns);
+    h.drain_writes();
+    EXPECT_EQ(h.stats().activates, 2u);  // row 0 once, row 1 once
+    EXPECT_EQ(h.stats().read_row_hits, 1u);
+    EXPECT_DOUBLE_EQ(h.stats().read_latency.max(), miss_done - 1.0);  // the miss was served when it was told
+  }
+  {
+    Hbm h(hbm({"hbm.refresh=none", "hbm.scheduler=fcfs"}));
+    h.access(pc0(0, 0), 32, false, 0.0);
+    const auto miss = h.access(pc0(0, 1), 32, false, 1.0);
+    const auto hit = h.access(pc0(0, 0, 128), 32, false, 2.0);
+    EXPECT_DOUBLE_EQ(miss.done_ns, miss_done);
+    // Row 1 opens at ctrl + tRAS + tRP; row 0 again tRAS + tRP after that.
+    EXPECT_DOUBLE_EQ(hit.done_ns, ctrl + 2 * (T.tRAS + T.tRP) + T.tRCD + T.tCL + burst);
+    EXPECT_GT(hit.done_ns, miss.done_ns);
+    h.drain_writes();
+    EXPECT_EQ(h.stats().activates, 3u);
+  }
+}
+
+// The starvation cap: with hbm.scheduler_cap=1 one younger hit passes the waiting miss and the next is served after
+// it (a conflict with the row the miss opened); a hit that arrives after the miss's precharge issued passes nothing.
+TEST(HbmController, FrFcfsStopsPassingAtTheCapAndAfterThePrecharge) {
+  const auto p = hbm({"hbm.refresh=none", "hbm.scheduler_cap=1"});
+  const auto& T = p.timing;
+  const double ctrl = p.controller_latency;
+  Hbm h(p);
+  const double burst = h.burst_ns();
+  h.access(pc0(0, 0), 32, false, 0.0);
+  const auto miss = h.access(pc0(0, 1), 32, false, 1.0);
+  const auto first = h.access(pc0(0, 0, 128), 32, false, 2.0);
+  const auto second = h.access(pc0(0, 0, 256), 32, false, 3.0);
+  EXPECT_LT(first.done_ns, miss.done_ns);
+  // Row 1 activated at ctrl + tRAS + tRP; row 0 again after its tRAS and a tRP.
+  const double act1 = ctrl + T.tRAS + T.tRP;
+  EXPECT_DOUBLE_EQ(second.done_ns, act1 + T.tRAS + T.tRP + T.tRCD + T.tCL + burst);
+
+  Hbm late(hbm({"hbm.refresh=none"}));
+  late.access(pc0(0, 0), 32, false, 0.0);
+  late.access(pc0(0, 1), 32, false, 1.0);  // precharges at ctrl + tRAS
+  const double at = T.tRAS;                // the hit starts at ctrl + tRAS: the precharge has issued
+  const auto hit = late.access(pc0(0, 0, 128), 32, false, at);
+  EXPECT_DOUBLE_EQ(hit.done_ns, act1 + T.tRAS + T.tRP + T.tRCD + T.tCL + burst);
+}
+
 // The transaction queue slot is free when the request's last column command issues, not when its data returns:
 // with one slot, a second row hit enters at the first's column command (ctrl + tRCD), not at its data (+ tCL +
 // tBURST).
