@@ -178,8 +178,8 @@ double Hbm::schedule_act(Pc& pc, std::uint32_t bg, double earliest) {
   return t;
 }
 
-std::uint64_t Hbm::refresh_epoch(const Pc& pc, double t) const {
-  return refresh_->epoch(pc.offset, t);
+std::uint64_t Hbm::refresh_epoch(const Pc& pc, std::size_t bank, double t) const {
+  return refresh_->epoch(pc.offset, bank, pc.banks.size(), t);
 }
 
 Hbm::Served Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64_t bg_mask, std::uint32_t first_bg,
@@ -220,29 +220,33 @@ Hbm::Served Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::u
     }
     return data_start;
   };
-  auto bank_of = [&](std::uint32_t bg) -> Bank& { return pc.banks[bg * p_.banks_per_group + bank]; };
+  auto index = [&](std::uint32_t bg) -> std::size_t { return bg * p_.banks_per_group + bank; };
+  auto bank_of = [&](std::uint32_t bg) -> Bank& { return pc.banks[index(bg)]; };
+  auto epoch = [&](std::uint32_t bg, double at) { return refresh_epoch(pc, index(bg), at); };
 
   // FR-FCFS: a run to the row its banks had open before their last activate (for an older request that closes it)
   // is served from that row when it fits before that request's precharge: its last column command tRTP (its write
-  // data tWR) before it, no refresh in between, and no more than hbm.scheduler_cap such hits.
+  // data tWR) before it, that precharge done (tRP) before a refresh of the bank begins, and no more than
+  // hbm.scheduler_cap such hits.
   double data_start = 0;
   bool old_row = reorders_;
   double ready = t;
   for (std::uint32_t bg = 0; bg < p_.bank_groups && old_row; ++bg) {
     if (!((bg_mask >> bg) & 1)) continue;
     const Bank& b = bank_of(bg);
-    const bool current = b.open && b.row == row && b.epoch == refresh_epoch(pc, std::max(t, b.col_ready));
+    const bool current = b.open && b.row == row && b.epoch == epoch(bg, std::max(t, b.col_ready));
     old_row = !current && b.old_row == row && t < b.old_until && scheduler_->hit_passes(b.old_passed);
     ready = std::max(ready, b.old_col_ready);
   }
   if (old_row) {
     data_start = place(ready);
     const double last_cmd = data_start - lat + (n - 1) * interval;
-    const double ends = write ? data_start + data_time + T.tWR : last_cmd + T.tRTP;
+    const double data_end = data_start + data_time;
+    const double ends = write ? data_end + T.tWR : last_cmd + T.tRTP;
     for (std::uint32_t bg = 0; bg < p_.bank_groups && old_row; ++bg) {
       if (!((bg_mask >> bg) & 1)) continue;
       const Bank& b = bank_of(bg);
-      old_row = ends <= b.old_until && refresh_epoch(pc, data_start + data_time) == b.old_epoch;
+      old_row = ends <= b.old_until && epoch(bg, std::max(ends + T.tRP, data_end)) == b.old_epoch;
     }
   }
   std::uint32_t acts = 0;
@@ -252,7 +256,7 @@ Hbm::Served Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::u
       if (!((bg_mask >> bg) & 1)) continue;
       Bank& b = bank_of(bg);
       // An all-bank refresh since the row was opened closed it.
-      if (b.open && b.epoch != refresh_epoch(pc, std::max(t, b.col_ready))) b.open = false;
+      if (b.open && b.epoch != epoch(bg, std::max(t, b.col_ready))) b.open = false;
       if (!(b.open && b.row == row)) {
         double earliest = std::max(t, b.pre_done);
         if (b.open) {
@@ -271,7 +275,7 @@ Hbm::Served Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::u
         b.open = true;
         b.row = row;
         b.col_ready = act + T.tRCD;
-        b.epoch = refresh_epoch(pc, b.col_ready);
+        b.epoch = epoch(bg, b.col_ready);
         ++acts;
       }
       ready = std::max(ready, b.col_ready);
@@ -300,7 +304,7 @@ Hbm::Served Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::u
       ++b.old_passed;
       continue;
     }
-    b.epoch = refresh_epoch(pc, data_start);
+    b.epoch = epoch(bg, data_start);
     if (page_->precharge_after_run()) {
       const double pre = std::max({b.act + T.tRAS, b.last_read + T.tRTP, b.write_end + T.tWR});
       b.pre_done = pre + T.tRP;
@@ -309,8 +313,12 @@ Hbm::Served Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::u
   }
   double done = data_end;
   if (link_rate_ > 0) {
-    pc.link_free = std::max(pc.link_free, data_start) + static_cast<double>(n * burst_bytes_) / link_rate_;
-    done = std::max(done, pc.link_free);
+    // A calendar, not a next-free time: a hit served before an older request (FR-FCFS) crosses the link first.
+    const double transfer = static_cast<double>(n * burst_bytes_) / link_rate_;
+    const double start = free_slot(pc.link, data_start, transfer);
+    pc.link.insert({start, start + transfer, 0, 0});
+    pc.link.prune(t - kHorizon);
+    done = std::max(done, start + transfer);
   }
   const std::uint64_t hits = n - std::min<std::uint64_t>(n, acts);
   stats_.bursts += n;

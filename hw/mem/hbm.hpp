@@ -157,7 +157,7 @@ class Hbm {
     Calendar bus;
     std::vector<Calendar> columns;  // per bank group: [first, last column command + tCCD_L) of each run
     std::vector<Act> acts;          // activates, by time
-    double link_free = 0;
+    Calendar link;                  // the PC's share of the L2-to-HBM link: transfers, each from its data start
     double offset = 0;  // refresh schedule offset (0: every PC refreshes together)
     // The queues as min-heaps of the times their requests release them (the last column command): the
     // transaction queue, and each bank's command queue.
@@ -186,7 +186,8 @@ class Hbm {
   static void hold_slot(std::vector<double>& heap, double release);
   // t moved past the PC's all-bank refresh windows if [t, t + duration) overlaps one.
   double past_refresh(const Pc& pc, double t, double duration) const;
-  std::uint64_t refresh_epoch(const Pc& pc, double t) const;
+  // The refreshes up to t that close the open row of bank `bank` (its index in the PC).
+  std::uint64_t refresh_epoch(const Pc& pc, std::size_t bank, double t) const;
 
   config::HbmParams p_;
   AddressMap map_;

@@ -21,10 +21,16 @@ double past_windows(double t, double duration, double offset, double period, dou
 
 namespace {
 
+// The windows [offset + k period, ...), k >= 0, begun at or before t.
+std::uint64_t windows_begun(double t, double offset, double period) {
+  if (period <= 0 || t < offset) return 0;
+  return static_cast<std::uint64_t>(std::floor((t - offset) / period)) + 1;
+}
+
 class NoRefresh : public RefreshPolicy {
  public:
   double past_all_bank(double, double t, double) const override { return t; }
-  std::uint64_t epoch(double, double) const override { return 0; }
+  std::uint64_t epoch(double, std::size_t, std::size_t, double) const override { return 0; }
   double past_bank(double, std::size_t, std::size_t, double earliest) const override { return earliest; }
 };
 
@@ -35,9 +41,8 @@ class AllBankRefresh : public NoRefresh {
   double past_all_bank(double offset, double t, double duration) const override {
     return past_windows(t, duration, offset, t_.tREFI, t_.tRFC);
   }
-  std::uint64_t epoch(double offset, double t) const override {
-    if (t < offset) return 0;
-    return static_cast<std::uint64_t>(std::floor((t - offset) / t_.tREFI)) + 1;
+  std::uint64_t epoch(double offset, std::size_t, std::size_t, double t) const override {
+    return windows_begun(t, offset, t_.tREFI);
   }
 
  private:
@@ -51,6 +56,10 @@ class PerBankRefresh : public NoRefresh {
   double past_bank(double offset, std::size_t bank, std::size_t banks, double earliest) const override {
     const double slot = t_.tREFI / static_cast<double>(banks);
     return past_windows(earliest, t_.tRAS, offset + slot * static_cast<double>(bank), t_.tREFI, t_.tRFCpb);
+  }
+  std::uint64_t epoch(double offset, std::size_t bank, std::size_t banks, double t) const override {
+    const double slot = t_.tREFI / static_cast<double>(banks);
+    return windows_begun(t, offset + slot * static_cast<double>(bank), t_.tREFI);
   }
 
  private:

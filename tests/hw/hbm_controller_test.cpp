@@ -108,6 +108,63 @@ TEST(HbmController, FrFcfsStopsPassingAtTheCapAndAfterThePrecharge) {
   EXPECT_DOUBLE_EQ(hit.done_ns, act1 + T.tRAS + T.tRP + T.tRCD + T.tCL + burst);
 }
 
+// The link to the L2 is a calendar too: a hit that passes an older request crosses it first, and its time is its
+// own data start plus the transfer (a next-free time would put it behind the request it passed). The first test's
+// three reads with a link at half the bus rate (32 B in two bursts' time).
+TEST(HbmController, APassingHitCrossesTheLinkBeforeTheRequestItPassed) {
+  const auto p = hbm({"hbm.refresh=none"});
+  const auto& T = p.timing;
+  const double ctrl = p.controller_latency;
+  Hbm h(p);
+  const double burst = h.burst_ns();
+  h.set_link_rate(32.0 / (2 * burst));
+  h.access(pc0(0, 0), 32, false, 0.0);
+  const auto miss = h.access(pc0(0, 1), 32, false, 1.0);
+  const auto hit = h.access(pc0(0, 0, 128), 32, false, 2.0);
+  // The first read's transfer starts at its data, ctrl + tRCD + tCL; the hit's at its own, tCCD_L later, or after it.
+  const double first_data = ctrl + T.tRCD + T.tCL;
+  EXPECT_DOUBLE_EQ(hit.done_ns, std::max(first_data + T.tCCD_L, first_data + 2 * burst) + 2 * burst);
+  EXPECT_LT(hit.done_ns, miss.done_ns);
+  EXPECT_DOUBLE_EQ(miss.done_ns, ctrl + T.tRAS + T.tRP + T.tRCD + T.tCL + 2 * burst);
+}
+
+// Per-bank refresh closes the refreshing bank's row: a read to the row it had open pays the activate again (no
+// precharge: the refresh left the bank closed). PC 0's bank 0 of bank group 0 refreshes first, at tREFI.
+TEST(HbmController, PerBankRefreshClosesTheBanksOpenRow) {
+  const auto p = hbm({"hbm.refresh=per_bank"});
+  const auto& T = p.timing;
+  const double ctrl = p.controller_latency;
+  Hbm h(p);
+  const double burst = h.burst_ns();
+  h.access(pc0(0, 0), 32, false, 0.0);
+  const double hit_at = T.tREFI / 2;  // before the bank's window: the row is still open
+  EXPECT_DOUBLE_EQ(h.access(pc0(0, 0, 128), 32, false, hit_at).done_ns, hit_at + ctrl + T.tCL + burst);
+  const double after = T.tREFI + T.tRFCpb + 100.0;
+  EXPECT_DOUBLE_EQ(h.access(pc0(0, 0, 256), 32, false, after).done_ns, after + ctrl + T.tRCD + T.tCL + burst);
+  EXPECT_EQ(h.stats().activates, 2u);
+}
+
+// FR-FCFS does not serve a hit from the row being closed once the bank's own refresh has begun: the row closed for
+// it. Row 0 open; a conflict (row 1) whose activate would overlap bank 0's refresh window [tREFI, + tRFCpb) waits
+// for its end; a row-0 hit that arrives in the window is a conflict with row 1 under both schedulers.
+TEST(HbmController, FrFcfsServesNoHitFromARowItsBankRefreshClosed) {
+  for (const char* scheduler : {"fr_fcfs", "fcfs"}) {
+    const auto p = hbm({"hbm.refresh=per_bank", std::string("hbm.scheduler=") + scheduler});
+    const auto& T = p.timing;
+    const double ctrl = p.controller_latency;
+    Hbm h(p);
+    const double burst = h.burst_ns();
+    const double window = T.tREFI;
+    h.access(pc0(0, 0), 32, false, 0.0);
+    // Its activate would come at tREFI - tRAS / 2, within tRAS of the window.
+    const auto conflict = h.access(pc0(0, 1), 32, false, window - ctrl - T.tRP - T.tRAS / 2);
+    const double act1 = window + T.tRFCpb;
+    EXPECT_DOUBLE_EQ(conflict.done_ns, act1 + T.tRCD + T.tCL + burst) << scheduler;
+    const auto hit = h.access(pc0(0, 0, 128), 32, false, window - ctrl + 10.0);
+    EXPECT_DOUBLE_EQ(hit.done_ns, act1 + T.tRAS + T.tRP + T.tRCD + T.tCL + burst) << scheduler;
+  }
+}
+
 // The transaction queue slot is free when the request's last column command issues, not when its data returns:
 // with one slot, a second row hit enters at the first's column command (ctrl + tRCD), not at its data (+ tCL +
 // tBURST).

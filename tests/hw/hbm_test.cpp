@@ -184,7 +184,17 @@ TEST(HbmPolicies, MadeByNameAndUnknownNamesRefused) {
   const double refi = p.timing.tREFI, rfc = p.timing.tRFC;
   EXPECT_DOUBLE_EQ(r->past_all_bank(refi, refi + 1.0, 10.0), refi + rfc);
   EXPECT_DOUBLE_EQ(r->past_all_bank(refi, refi + rfc + 1.0, 10.0), refi + rfc + 1.0);
-  EXPECT_EQ(r->epoch(refi, 2.5 * refi), 2u);
+  EXPECT_EQ(r->epoch(refi, 0, 32, 2.5 * refi), 2u);
+  EXPECT_EQ(r->epoch(refi, 7, 32, 2.5 * refi), 2u);  // every bank's rows close together
+  // Per-bank refresh: bank b of n has its windows from offset + b tREFI / n; only its own close its row.
+  p.refresh = "per_bank";
+  const auto pb = make_refresh_policy(p);
+  const double own = refi + 3 * refi / 32;
+  EXPECT_EQ(pb->epoch(refi, 3, 32, own - 1.0), 0u);
+  EXPECT_EQ(pb->epoch(refi, 3, 32, own), 1u);
+  EXPECT_EQ(pb->epoch(refi, 3, 32, own + refi - 1.0), 1u);
+  EXPECT_EQ(pb->epoch(refi, 3, 32, own + refi), 2u);
+  EXPECT_EQ(pb->epoch(refi, 4, 32, own), 0u);
 }
 
 }  // namespace

@@ -378,8 +378,11 @@ TEST(FuseAttention, ACastAfterTheSoftmaxIsNamedAndAMaskWrittenFirstIsTheMask) {
       continue;
     }
     b.g.compact();
-    for (NodeId id : b.g.topo_order())
-      if (b.g.node(id).op_type == "FlashAttention") EXPECT_EQ(b.g.node(id).inputs[3], mask);
+    for (NodeId id : b.g.topo_order()) {
+      if (b.g.node(id).op_type == "FlashAttention") {
+        EXPECT_EQ(b.g.node(id).inputs[3], mask);
+      }
+    }
   }
 }
 
