@@ -255,7 +255,8 @@ Hbm::Served Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::u
     for (std::uint32_t bg = 0; bg < p_.bank_groups; ++bg) {
       if (!((bg_mask >> bg) & 1)) continue;
       Bank& b = bank_of(bg);
-      // An all-bank refresh since the row was opened closed it.
+      // A refresh (the PC's all-bank one or the bank's own) since the row was activated closed it. The run's column
+      // commands are taken to start by max(t, col_ready), the earliest they can.
       if (b.open && b.epoch != epoch(bg, std::max(t, b.col_ready))) b.open = false;
       if (!(b.open && b.row == row)) {
         double earliest = std::max(t, b.pre_done);
@@ -304,7 +305,8 @@ Hbm::Served Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::u
       ++b.old_passed;
       continue;
     }
-    b.epoch = epoch(bg, data_start);
+    // b.epoch stays the activate's: a refresh that began while this run waited for the bus closes the row for the
+    // next run (restamping it here kept rows open across refreshes).
     if (page_->precharge_after_run()) {
       const double pre = std::max({b.act + T.tRAS, b.last_read + T.tRTP, b.write_end + T.tWR});
       b.pre_done = pre + T.tRP;

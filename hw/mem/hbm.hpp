@@ -87,7 +87,8 @@ class Hbm {
   double drain_writes();
 
   // The link between the L2 and each PC controller (noc.l2_to_hbm_bytes_per_cycle): a run's data also crosses it,
-  // [max(data start, link free), + bytes / rate), and is done when both are. 0 = no link limit.
+  // in the earliest free [s, s + bytes / rate) with s >= its data start (a calendar, as the bus), and is done when
+  // both are. 0 = no link limit.
   void set_link_rate(double bytes_per_ns) { link_rate_ = bytes_per_ns; }
 
   double burst_ns() const { return t_burst_; }

@@ -128,20 +128,29 @@ TEST(HbmController, APassingHitCrossesTheLinkBeforeTheRequestItPassed) {
   EXPECT_DOUBLE_EQ(miss.done_ns, ctrl + T.tRAS + T.tRP + T.tRCD + T.tCL + 2 * burst);
 }
 
-// Per-bank refresh closes the refreshing bank's row: a read to the row it had open pays the activate again (no
-// precharge: the refresh left the bank closed). PC 0's bank 0 of bank group 0 refreshes first, at tREFI.
-TEST(HbmController, PerBankRefreshClosesTheBanksOpenRow) {
-  const auto p = hbm({"hbm.refresh=per_bank"});
-  const auto& T = p.timing;
-  const double ctrl = p.controller_latency;
-  Hbm h(p);
-  const double burst = h.burst_ns();
-  h.access(pc0(0, 0), 32, false, 0.0);
-  const double hit_at = T.tREFI / 2;  // before the bank's window: the row is still open
-  EXPECT_DOUBLE_EQ(h.access(pc0(0, 0, 128), 32, false, hit_at).done_ns, hit_at + ctrl + T.tCL + burst);
-  const double after = T.tREFI + T.tRFCpb + 100.0;
-  EXPECT_DOUBLE_EQ(h.access(pc0(0, 0, 256), 32, false, after).done_ns, after + ctrl + T.tRCD + T.tCL + burst);
-  EXPECT_EQ(h.stats().activates, 2u);
+// A refresh closes the rows it finds open, also a row whose last hit issued before the refresh and whose data
+// landed after it began: the next read pays the activate again (no precharge: the refresh left the bank closed).
+// all_bank: PC 0 refreshes in [tREFI, + tRFC) (the hit's data waits for its end); per_bank: PC 0's bank 0 of bank
+// group 0 in [tREFI, + tRFCpb) (the hit's data is not held up).
+TEST(HbmController, ARefreshClosesTheRowsItFindsOpen) {
+  for (const char* refresh : {"all_bank", "per_bank"}) {
+    const auto p = hbm({std::string("hbm.refresh=") + refresh});
+    const auto& T = p.timing;
+    const double ctrl = p.controller_latency;
+    const bool all = std::string(refresh) == "all_bank";
+    Hbm h(p);
+    const double burst = h.burst_ns();
+    const double window = T.tREFI;
+    h.access(pc0(0, 0), 32, false, 0.0);
+    // A hit whose column command is tCL / 2 before the window: its data would start tCL / 2 into it.
+    const double hit_at = window - ctrl - T.tCL / 2;
+    const double hit_done = all ? window + T.tRFC + burst : hit_at + ctrl + T.tCL + burst;
+    EXPECT_DOUBLE_EQ(h.access(pc0(0, 0, 128), 32, false, hit_at).done_ns, hit_done) << refresh;
+    const double after = window + T.tRFC + 100.0;
+    EXPECT_DOUBLE_EQ(h.access(pc0(0, 0, 256), 32, false, after).done_ns, after + ctrl + T.tRCD + T.tCL + burst)
+        << refresh;
+    EXPECT_EQ(h.stats().activates, 2u) << refresh;
+  }
 }
 
 // FR-FCFS does not serve a hit from the row being closed once the bank's own refresh has begun: the row closed for
@@ -162,6 +171,32 @@ TEST(HbmController, FrFcfsServesNoHitFromARowItsBankRefreshClosed) {
     EXPECT_DOUBLE_EQ(conflict.done_ns, act1 + T.tRCD + T.tCL + burst) << scheduler;
     const auto hit = h.access(pc0(0, 0, 128), 32, false, window - ctrl + 10.0);
     EXPECT_DOUBLE_EQ(hit.done_ns, act1 + T.tRAS + T.tRP + T.tRCD + T.tCL + burst) << scheduler;
+  }
+}
+
+// The bank must be able to close the old row after a passing hit before its refresh begins: a hit whose read
+// command is tRTP + tRP + 1 ns before bank 0's window passes (its data and the precharge after it end before the
+// window); one whose command is tRTP + tRP - 1 ns before it has its data before the window but not that precharge,
+// and waits for the other row. The conflict of the test above.
+TEST(HbmController, APassingHitLeavesTimeToPrechargeBeforeTheRefresh) {
+  const auto p = hbm({"hbm.refresh=per_bank"});
+  const auto& T = p.timing;
+  const double ctrl = p.controller_latency;
+  const double window = T.tREFI;
+  const double act1 = window + T.tRFCpb;
+  for (const double margin : {1.0, -1.0}) {
+    Hbm h(p);
+    const double burst = h.burst_ns();
+    ASSERT_LT(T.tCL + burst, T.tRTP + T.tRP - 1.0);  // the later hit's data still ends before the window
+    h.access(pc0(0, 0), 32, false, 0.0);
+    h.access(pc0(0, 1), 32, false, window - ctrl - T.tRP - T.tRAS / 2);
+    const double command = window - (T.tRTP + T.tRP) - margin;
+    const auto hit = h.access(pc0(0, 0, 128), 32, false, command - ctrl);
+    if (margin > 0) {
+      EXPECT_DOUBLE_EQ(hit.done_ns, command + T.tCL + burst);
+    } else {
+      EXPECT_DOUBLE_EQ(hit.done_ns, act1 + T.tRAS + T.tRP + T.tRCD + T.tCL + burst);
+    }
   }
 }
 
