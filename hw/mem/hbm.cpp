@@ -136,14 +136,16 @@ void Hbm::hold_slot(std::vector<double>& heap, double release) {
   std::push_heap(heap.begin(), heap.end(), std::greater<double>());
 }
 
-double Hbm::schedule_act(Pc& pc, std::uint32_t bg, double earliest) {
+double Hbm::schedule_act(Pc& pc, std::uint32_t bg, std::size_t bank, double earliest) {
   const config::HbmTiming& T = p_.timing;
   const double rrd = std::max(T.tRRD_S, T.tRRD_L), reach = std::max(T.tFAW, rrd);
   auto at_or_after = [](const Act& a, double t) { return a.at < t; };
   double t = earliest;
   std::vector<double>& near = near_;
   for (int guard = 0; guard < 10000; ++guard) {
-    t = refresh_->past_all_bank(pc.offset, t, 0);
+    // A refresh needs its banks precharged: the row is open tRAS at least and precharged (tRP) before it begins.
+    t = refresh_->past_all_bank(pc.offset, t, T.tRAS + T.tRP);
+    t = refresh_->past_bank(pc.offset, bank, pc.banks.size(), t);
     const auto lo = std::lower_bound(pc.acts.begin(), pc.acts.end(), t - reach, at_or_after);
     const auto hi = std::upper_bound(lo, pc.acts.end(), t + reach, [](double v, const Act& a) { return v < a.at; });
     double need = t;
@@ -264,8 +266,7 @@ Hbm::Served Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::u
           const double pre = std::max({t, b.act + T.tRAS, b.last_read + T.tRTP, b.write_end + T.tWR});
           earliest = std::max(earliest, pre + T.tRP);
         }
-        earliest = refresh_->past_bank(pc.offset, bg * p_.banks_per_group + bank, pc.banks.size(), earliest);
-        const double act = schedule_act(pc, bg, earliest);
+        const double act = schedule_act(pc, bg, index(bg), earliest);
         // The row it closes stays usable for younger hits until the precharge (FR-FCFS).
         b.old_until = b.open ? act - T.tRP : -1e18;
         b.old_row = b.row;
@@ -276,7 +277,7 @@ Hbm::Served Hbm::serve_run(Pc& pc, std::uint32_t bank, std::uint64_t row, std::u
         b.open = true;
         b.row = row;
         b.col_ready = act + T.tRCD;
-        b.epoch = epoch(bg, b.col_ready);
+        b.epoch = epoch(bg, act);
         ++acts;
       }
       ready = std::max(ready, b.col_ready);

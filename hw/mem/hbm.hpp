@@ -105,7 +105,7 @@ class Hbm {
   struct Bank {
     bool open = false;
     std::uint64_t row = 0;
-    std::uint64_t epoch = 0;    // refresh window count when the row was opened
+    std::uint64_t epoch = 0;    // refreshes begun by the row's activate (refresh_epoch)
     double act = -1e18;         // last ACT
     double col_ready = 0;       // earliest column command to the open row
     double last_read = -1e18;   // last read column command
@@ -178,7 +178,9 @@ class Hbm {
   // A run of a request: as one serve_run, or with one burst per bank group, each bank group on its own.
   Served serve(Pc& pc, std::uint32_t bank, std::uint64_t row, std::uint64_t bg_mask, std::uint32_t first_bg,
                std::uint32_t n, bool write, double t);
-  double schedule_act(Pc& pc, std::uint32_t bg, double earliest);
+  // The earliest activate at or after `earliest` in bank group `bg` (bank `bank` of the PC) that tRRD_S / tRRD_L, tFAW
+  // and the refreshes allow; recorded in the PC's activates.
+  double schedule_act(Pc& pc, std::uint32_t bg, std::size_t bank, double earliest);
   // Serves the oldest buffered writes of `pc` until `keep` remain, each entering at max(at, its arrival); returns
   // the last data done (0 if none).
   double drain(Pc& pc, double at, std::size_t keep);

@@ -55,7 +55,7 @@ class PerBankRefresh : public NoRefresh {
   explicit PerBankRefresh(const config::HbmTiming& t) : t_(t) {}
   double past_bank(double offset, std::size_t bank, std::size_t banks, double earliest) const override {
     const double slot = t_.tREFI / static_cast<double>(banks);
-    return past_windows(earliest, t_.tRAS, offset + slot * static_cast<double>(bank), t_.tREFI, t_.tRFCpb);
+    return past_windows(earliest, t_.tRAS + t_.tRP, offset + slot * static_cast<double>(bank), t_.tREFI, t_.tRFCpb);
   }
   std::uint64_t epoch(double offset, std::size_t bank, std::size_t banks, double t) const override {
     const double slot = t_.tREFI / static_cast<double>(banks);

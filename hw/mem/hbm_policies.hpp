@@ -31,8 +31,8 @@ class RefreshPolicy {
   // The refreshes up to t that close bank `bank`'s (of `banks`) open row: the pseudo-channel's all-bank ones or the
   // bank's own; 0 when nothing closes rows. A row opened in one epoch is closed in any later one.
   virtual std::uint64_t epoch(double offset, std::size_t bank, std::size_t banks, double t) const = 0;
-  // The earliest activate of bank `bank` (of `banks`) at or after `earliest` that keeps [ACT, ACT + tRAS) out of
-  // that bank's own refresh windows.
+  // The earliest activate of bank `bank` (of `banks`) at or after `earliest` that keeps [ACT, ACT + tRAS + tRP) (the
+  // row open its minimum time, then precharged) out of that bank's own refresh windows.
   virtual double past_bank(double offset, std::size_t bank, std::size_t banks, double earliest) const = 0;
 };
 

@@ -153,6 +153,33 @@ TEST(HbmController, ARefreshClosesTheRowsItFindsOpen) {
   }
 }
 
+// A refresh needs its banks precharged, so no activate comes within tRAS + tRP before one: a read to an idle bank whose
+// activate would fall there waits for the refresh's end (and its row is then open after it); one whose activate
+// leaves tRAS + tRP does not wait. Bank 0 of PC 0 refreshes from tREFI under both modes.
+TEST(HbmController, NoActivateWithinTrasTrpOfARefresh) {
+  for (const char* refresh : {"all_bank", "per_bank"}) {
+    const auto p = hbm({std::string("hbm.refresh=") + refresh});
+    const auto& T = p.timing;
+    const double ctrl = p.controller_latency;
+    const double window = T.tREFI, busy = std::string(refresh) == "all_bank" ? T.tRFC : T.tRFCpb;
+    const double before = window - (T.tRAS + T.tRP) - 1.0;  // the activate time of the first case
+    {
+      Hbm h(p);
+      const double burst = h.burst_ns();
+      EXPECT_DOUBLE_EQ(h.access(pc0(0, 0), 32, false, before - ctrl).done_ns, before + T.tRCD + T.tCL + burst)
+          << refresh;
+    }
+    Hbm h(p);
+    const double burst = h.burst_ns();
+    const double late = window - 10.0;
+    EXPECT_DOUBLE_EQ(h.access(pc0(0, 0), 32, false, late - ctrl).done_ns, window + busy + T.tRCD + T.tCL + burst)
+        << refresh;
+    const double next = window + busy + 500.0;
+    EXPECT_DOUBLE_EQ(h.access(pc0(0, 0, 128), 32, false, next).done_ns, next + ctrl + T.tCL + burst) << refresh;
+    EXPECT_EQ(h.stats().activates, 1u) << refresh;
+  }
+}
+
 // FR-FCFS does not serve a hit from the row being closed once the bank's own refresh has begun: the row closed for
 // it. Row 0 open; a conflict (row 1) whose activate would overlap bank 0's refresh window [tREFI, + tRFCpb) waits
 // for its end; a row-0 hit that arrives in the window is a conflict with row 1 under both schedulers.

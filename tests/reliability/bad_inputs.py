@@ -183,6 +183,8 @@ CASES = [
     set_case("hbm.timing.tRRD=4ns", r"key 'hbm.timing.tRRD': unknown key: it was split into hbm.timing.tRRD_S",
              what="`--set hbm.timing.tRRD=4ns` (a key renamed in issue 22)"),
     set_case("hbm.bank_queue_depth=0", r"key 'hbm.bank_queue_depth': must be positive"),
+    set_case("hbm.timing.tREFI=390ns", r"key 'hbm.timing.tREFI': must exceed tRFC \+ tRAS \+ tRP",
+             what="`--set hbm.timing.tREFI=390ns` (no room for a row between all-bank refreshes of 350 ns)"),
     Case("config", "`--set hbm.bank_groups=100` (more bank groups than the controller's 64-bit masks)",
          [*RELU, "--set", "hbm.bank_groups=100", "--set", "hbm.banks_per_group=1", "--set", "hbm.capacity=100MiB"],
          r"key 'hbm.bank_groups': 100 is more than 64"),
