@@ -674,9 +674,10 @@ std::vector<Problem> check_consistency(const ChipConfig& c) {
   if (!(h.write_low >= 0 && h.write_low < h.write_high)) add("hbm.write_low", "must be in [0, write_high)");
   if (h.timing.tRAS < h.timing.tRCD) add("hbm.timing.tRAS", "must be at least tRCD");
   // Between two refreshes a row must fit: activated, open tRAS and precharged (tRP) before the next one.
-  const double refresh_busy = h.refresh == "per_bank" ? h.timing.tRFCpb : h.timing.tRFC;
-  if (h.refresh != "none" && h.timing.tREFI <= refresh_busy + h.timing.tRAS + h.timing.tRP)
-    add("hbm.timing.tREFI", std::string("must exceed ") + (h.refresh == "per_bank" ? "tRFCpb" : "tRFC") +
+  const bool per_bank = h.refresh == "per_bank";
+  if (h.refresh != "none" &&
+      h.timing.tREFI <= (per_bank ? h.timing.tRFCpb : h.timing.tRFC) + h.timing.tRAS + h.timing.tRP)
+    add("hbm.timing.tREFI", std::string("must exceed ") + (per_bank ? "tRFCpb" : "tRFC") +
                                 " + tRAS + tRP (room to open and close a row between refreshes)");
 
   if (c.noc.core_read_bytes_per_cycle <= 0) add("noc.core_read_bytes_per_cycle", "must be positive");

@@ -158,7 +158,7 @@ class Hbm {
     Calendar bus;
     std::vector<Calendar> columns;  // per bank group: [first, last column command + tCCD_L) of each run
     std::vector<Act> acts;          // activates, by time
-    Calendar link;                  // the PC's share of the L2-to-HBM link: transfers, each from its data start
+    Calendar link;                  // the PC's link from the L2: transfers, each from its data start
     double offset = 0;  // refresh schedule offset (0: every PC refreshes together)
     // The queues as min-heaps of the times their requests release them (the last column command): the
     // transaction queue, and each bank's command queue.

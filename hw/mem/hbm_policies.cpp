@@ -54,15 +54,17 @@ class PerBankRefresh : public NoRefresh {
  public:
   explicit PerBankRefresh(const config::HbmTiming& t) : t_(t) {}
   double past_bank(double offset, std::size_t bank, std::size_t banks, double earliest) const override {
-    const double slot = t_.tREFI / static_cast<double>(banks);
-    return past_windows(earliest, t_.tRAS + t_.tRP, offset + slot * static_cast<double>(bank), t_.tREFI, t_.tRFCpb);
+    return past_windows(earliest, t_.tRAS + t_.tRP, first(offset, bank, banks), t_.tREFI, t_.tRFCpb);
   }
   std::uint64_t epoch(double offset, std::size_t bank, std::size_t banks, double t) const override {
-    const double slot = t_.tREFI / static_cast<double>(banks);
-    return windows_begun(t, offset + slot * static_cast<double>(bank), t_.tREFI);
+    return windows_begun(t, first(offset, bank, banks), t_.tREFI);
   }
 
  private:
+  // Bank `bank`'s first window.
+  double first(double offset, std::size_t bank, std::size_t banks) const {
+    return offset + t_.tREFI / static_cast<double>(banks) * static_cast<double>(bank);
+  }
   config::HbmTiming t_;
 };
 
